@@ -72,7 +72,7 @@ from captioning.commands.caption_given import check_given, given_notes
 from captioning.commands.caption_loop import _caption_paths
 from captioning.commands.caption_parser import MAX_LEN, _parser, fill_machine_defaults
 from captioning.commands.caption_scores import check_names, check_references
-from captioning.commands.process_start import hands_on_stdin, should_start, start_others
+from captioning.commands.process_start import first_gone_quietly, hands_on_stdin, should_start, start_others
 from captioning.model.bundled import (  # noqa: F401 - names others import
     ASSETS,
     BUNDLED_MODEL,
@@ -247,7 +247,7 @@ def caption_main(argv: list[str] | None = None) -> int:
         held = hold_outputs(_held_outputs(args))
     except OutputRefused as err:
         fail("caption", str(err))
-    with held:
+    with held, first_gone_quietly():
         return _checked_options(args, argv)
 
 

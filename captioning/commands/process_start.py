@@ -28,6 +28,8 @@ from text_attn.core.errors import QUIET_ERRORS
 # set by a launcher or scheduler that starts the processes itself: Lightning's environments read these
 LAUNCHED = ("LOCAL_RANK", "SLURM_NTASKS", "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_SIZE", "JSM_NAMESPACE_SIZE")
 GRACE_S = 30.0  # after the first process fails, how long the others have to end on their own
+FIRST_PID = "ATTN_FIRST_PID"  # in a process started here: the first process's id (first_gone_quietly)
+GONE_WAIT_S = 1.0  # how long a started process's error waits for the signal its first process's end sends
 WATCH_S = 5.0  # after another process fails, how long the first has to fail alike (it then says why) before it ends
 
 
@@ -81,14 +83,15 @@ def start_others(devices: int, argv: list[str], stdin: str | None = None) -> Oth
         with tempfile.NamedTemporaryFile("wb", delete=False, prefix="caption-stdin-") as out:
             out.write(os.fsencode(stdin))  # the bytes it read: each process decodes them as the first did
         listed = out.name
+    ends = {"preexec_fn": _end_with_parent} if sys.platform.startswith("linux") else {}
     try:
         for rank in range(1, devices):
-            env = {**os.environ, "LOCAL_RANK": str(rank), QUIET_ERRORS: "1"}
+            env = {**os.environ, "LOCAL_RANK": str(rank), QUIET_ERRORS: "1", FIRST_PID: str(os.getpid())}
             if listed is None:
-                procs.append(subprocess.Popen(_command(argv), env=env))
+                procs.append(subprocess.Popen(_command(argv), env=env, **ends))
                 continue
             with open(listed, "rb") as own:  # opened once a process: each reads it from its start
-                procs.append(subprocess.Popen(_command(argv), env=env, stdin=own))
+                procs.append(subprocess.Popen(_command(argv), env=env, stdin=own, **ends))
     finally:
         if listed is not None:
             try:
@@ -96,6 +99,34 @@ def start_others(devices: int, argv: list[str], stdin: str | None = None) -> Oth
             except PermissionError:  # Windows: a file open elsewhere cannot go yet; at exit, the others done by then
                 atexit.register(_remove, listed)
     return Others(procs)
+
+
+def _end_with_parent() -> None:
+    """In a started process, before it runs (Linux): SIGTERM when the first process ends. Killed with SIGKILL, the
+    first could not end them: the others, their parent gone, captioned their whole share (hours, at scale) and then
+    printed a traceback from the barrier on the terminal of a command that had returned."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+
+
+@contextlib.contextmanager
+def first_gone_quietly():
+    """Around a started process's run: an error there because its first process was killed (the connection to it
+    reset, mid-collective) waits for the signal that end sends (:func:`_end_with_parent`), which ends this process
+    without a word. The error came first, and a traceback of a dozen lines reached the terminal of a command that
+    had returned. Other errors are raised as they were, a second later."""
+    try:
+        yield
+    except Exception:
+        first = os.environ.get(FIRST_PID)
+        if first and sys.platform.startswith("linux"):
+            time.sleep(GONE_WAIT_S)  # the signal ends this process here where the first is gone
+            if os.getppid() != int(first):  # gone, and no signal came (its delivery failed): quietly, all the same
+                os._exit(143)
+        raise
 
 
 def loop_started() -> None:

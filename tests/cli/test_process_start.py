@@ -22,7 +22,7 @@ PROBE = textwrap.dedent("""
     class Started(Exception):
         pass
 
-    def popen(cmd, env):
+    def popen(cmd, env, **kwargs):
         print(json.dumps({"torch": "torch" in sys.modules, "lightning": "pytorch_lightning" in sys.modules,
                           "cmd": cmd, "env": {k: env.get(k) for k in ("LOCAL_RANK", "WORLD_SIZE", "NODE_RANK",
                           "MASTER_ADDR", "ATTN_QUIET_ERRORS")}, "port": env.get("MASTER_PORT"),
@@ -98,7 +98,7 @@ def test_paths_on_stdin_reach_every_process_whole(monkeypatch):
     class Proc:
         returncode = 0
 
-        def __init__(self, cmd, env, stdin=None):
+        def __init__(self, cmd, env, stdin=None, **kwargs):
             self.got = stdin.read().decode() if stdin is not None else None
 
         def poll(self):
@@ -149,3 +149,61 @@ def test_paths_on_stdin_with_another_launcher_are_refused_in_one_line(monkeypatc
         caption_main(["-", "--jsonl", "o.jsonl", "--devices", "2"])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and "(paths on stdin) with several processes" in err[0]
+
+
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie nobody reaped yet: a container's first process may not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent's death signal is Linux's (prctl)")
+def test_the_started_processes_end_when_the_first_is_killed():
+    """``kill -9`` of the first process left the others captioning their whole share with no parent (hours, at
+    scale), then printing a traceback from the barrier on the terminal of a command that had returned."""
+    import os
+    import time
+
+    first = textwrap.dedent("""
+        import sys, time
+        from captioning.commands import process_start
+        process_start._command = lambda argv: [sys.executable, "-c", "import time; time.sleep(60)"]
+        others = process_start.start_others(2, [])
+        print(others.procs[0].pid, flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", first], stdout=subprocess.PIPE, text=True)
+    other = int(proc.stdout.readline())
+    assert not _ended(other)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while not _ended(other) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ended = _ended(other)
+    if not ended:
+        os.kill(other, 9)
+    assert ended, "the other process outlived the first"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent's death signal is Linux's (prctl)")
+def test_an_error_of_a_started_process_whose_first_is_gone_is_quiet():
+    """Its first process killed mid-collective, a started process's connection error came before the signal, and its
+    traceback reached the terminal; an error while the first lives is raised as before."""
+    import os
+
+    code = textwrap.dedent("""
+        import os, sys
+        from captioning.commands import process_start
+        process_start.GONE_WAIT_S = 0.0
+        os.environ[process_start.FIRST_PID] = sys.argv[1]
+        with process_start.first_gone_quietly():
+            raise RuntimeError("Connection reset by peer")
+    """)
+    for first, gone in ((os.getpid(), False), (os.getpid() + 10**6, True)):  # its parent; a process that is not
+        run = subprocess.run([sys.executable, "-c", code, str(first)], capture_output=True, text=True, timeout=60)
+        assert (run.returncode, run.stderr == "") == ((143, True) if gone else (1, False)), run.stderr
+        assert gone or "RuntimeError: Connection reset by peer" in run.stderr
