@@ -174,3 +174,18 @@ def test_a_file_written_without_a_record_is_continued_with_a_note(model_file, tm
     )
     assert _run(model_file, capsys, *LINES[:5], "--output", str(out), "--resume")[0] == 0
     assert json.loads(record.read_text())["lines_before"] == 2  # carried on
+
+
+def test_a_rerun_without_resume_says_it_starts_each_file_afresh(model_file, tmp_path, capsys, monkeypatch):
+    """caption's --jsonl said so and translate's files did not: a forgotten --resume emptied hours of work unsaid."""
+    out, records = tmp_path / "o.txt", tmp_path / "o.jsonl"
+    files = ["--output", str(out), "--jsonl", str(records)]
+    code, err = _run(model_file, capsys, *LINES[:2], *files, monkeypatch=monkeypatch)
+    assert code == 0 and "afresh" not in err  # new files
+    code, err = _run(model_file, capsys, *LINES[:2], *files, monkeypatch=monkeypatch)
+    assert code == 0 and [line for line in err.splitlines() if "afresh" in line] == [
+        f"translate: {flag} {path} existed and is started afresh (--resume continues a file instead)"
+        for flag, path in (("--output", out), ("--jsonl", records))
+    ]
+    code, err = _run(model_file, capsys, *LINES[:2], *files, "--resume", monkeypatch=monkeypatch)
+    assert code == 0 and "afresh" not in err

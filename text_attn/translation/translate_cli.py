@@ -1000,6 +1000,11 @@ def _translate_main(args: argparse.Namespace) -> int:
             fail("translate", f"cannot write {record}: {err}")
     if getattr(args, "resume_note", None):  # one file ahead of the other: said once nothing refuses the resume
         print(f"translate: note: {args.resume_note}", file=sys.stderr)
+    # a rerun without --resume starts a file afresh, as a shell's > would; said, as a forgotten --resume loses work
+    # (caption's --jsonl says so too)
+    files = (("--output", args.output), ("--jsonl", args.jsonl)) if not args.resume else ()
+    replacing = [(flag, name) for flag, name in files if name and name != "-" and os.path.isfile(name)
+                 and os.path.getsize(name)]  # fmt: skip
     try:
         out = open_stream(args.output, append=args.resume) if args.output else sys.stdout  # a link, FIFO: refused
         if args.demo and not args.output:
@@ -1032,6 +1037,9 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.resume:  # both files open: only now is either cut back (one refused leaves the other whole)
         for flag, opened in (("--output", out), ("--jsonl", records)):
             cut_back(opened, args, flag)
+    for flag, name in replacing:  # opened, so emptied: said now
+        print(f"translate: {flag} {name} existed and is started afresh (--resume continues a file instead)",
+              file=sys.stderr)  # fmt: skip
     if "--jsonl" in settings:
         try:
             record_run(args.jsonl, settings["--jsonl"])
