@@ -5,6 +5,7 @@ batches finish; Ctrl-C leaves what is written whole. (``--devices``: captioning.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -28,6 +29,7 @@ from text_attn.core.errors import close_quietly, emit, fail, one_line
 from text_attn.core.run_record import record_run, run_file
 from text_attn.core.safe_files import check_output, open_stream, probe_writable, release_held_on_exit
 from text_attn.core.search_options import search_options
+from text_attn.core.sigterm import Terminated, sigterm_interrupts
 from text_attn.core.unsure_options import count_unsure
 
 
@@ -100,13 +102,15 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     bar = tqdm(total=todo, unit="img", desc="captioning", disable=quiet, file=sys.stderr)
     names = OverlayNames(paths, drawn_overlays(args), tail=overlay_tail(args))
     options = search_options(args)
-    records, failed, finished, interrupted = [], 0, 0, False
+    records, failed, finished, interrupted = [], 0, 0, 0
     counts: dict = {}  # the captions cut off at --max-len and the images out of the domain (caption_batch.tally)
     unsure: dict = {}  # --unsure: the captions holding words under its threshold (caption_unsure.count_unsure)
     captions: dict[str, str] = {}  # image -> caption, for --references (with --jsonl, FILE is read at the end)
     if workers:
         _drop_handover_noise()
     stopped, size, complete = None, 0, False  # size: the batch being captioned; 0 while the loader reads
+    terminating = contextlib.ExitStack()  # SIGTERM (a scheduler's limit) as Ctrl-C: it ended the run unsaid
+    terminating.enter_context(sigterm_interrupts())
     try:
         for items in loader:
             size = len(items)
@@ -145,15 +149,16 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             bar.update(len(items))
             size = 0
         complete = True
-    except KeyboardInterrupt:  # Ctrl-C: what is written stays whole (each batch is flushed), one line, exit 130
+    except KeyboardInterrupt as stop:  # Ctrl-C: what is written stays whole (each batch is flushed), one line
         # The loader's workers already stopped as this unwound; a broken handover's thread traceback is dropped by
         # the hook _drop_handover_noise set before the loop (a thread's error never reaches sys.excepthook).
-        interrupted = True
+        interrupted = 143 if isinstance(stop, Terminated) else 130  # the exit code: SIGTERM's, SIGINT's
     except Exception as err:  # out of memory or fds, a worker's batch lost: one line, once the outputs are closed
         stopped = stopped_by(err, size, reading=not size)
         if stopped is None:
             raise
     finally:
+        terminating.close()
         bar.close()
         if out is not None:
             close_quietly(out)
@@ -184,8 +189,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             sys.stdout.flush()
             sys.stderr.flush()
             release_held_on_exit()  # os._exit skips caption_main's release: the outputs' lock files go now
-            os._exit(130)
-        raise SystemExit(130)
+            os._exit(interrupted)
+        raise SystemExit(interrupted)
     if args.json:
         emit("caption", json.dumps(records))
     _closing_notes(captioner, args, counts, unsure)

@@ -823,9 +823,11 @@ def test_ctrl_c_with_loader_workers_removes_the_outputs_lock_files(capsys, model
 
 
 @pytest.mark.slow
-def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_file, tmp_path):
+@pytest.mark.parametrize("sig, exit_code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_file, tmp_path, sig, exit_code):
     """SIGINT to the real command while it writes a folder's records: exit 130, one line saying how far it got, no
-    traceback; --resume then captions exactly the rest."""
+    traceback; --resume then captions exactly the rest. SIGTERM (a scheduler's limit) alike, exit 143: it ended the
+    run unsaid, its lock file left."""
     import signal
     import subprocess
     import sys
@@ -858,9 +860,9 @@ def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_f
     while time.monotonic() < deadline and (not jsonl.is_file() or len(jsonl.read_text().splitlines()) < 4):
         time.sleep(0.05)
     assert jsonl.is_file() and len(jsonl.read_text().splitlines()) == 4, "2 batches were not written in 600 s"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, sig))
     err = proc.communicate(timeout=120)[1]
-    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert proc.returncode == exit_code and "Traceback" not in err, err
     note = [line for line in err.splitlines() if "interrupted" in line]
     assert len(note) == 1 and note[0].startswith("caption: interrupted after ") and "--resume" in note[0], err
     first = [json.loads(line)["image"] for line in jsonl.read_text().splitlines()]

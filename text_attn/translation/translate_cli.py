@@ -50,6 +50,7 @@ from text_attn.core.search_options import (
     n_best_ending,
     search_options,
 )
+from text_attn.core.sigterm import Terminated, sigterm_interrupts
 from text_attn.core.unread_options import flags_given
 from text_attn.core.unsure import UNSURE
 from text_attn.core.unsure_options import NAMED, count_unsure, resolve_unsure, unsure_note
@@ -86,10 +87,8 @@ from text_attn.translation.translate_resume import (
 from text_attn.translation.translate_streams import (
     JsonList,
     StreamFailed,
-    Terminated,
     failing_as,
     line_bytes,
-    sigterm_interrupts,
     stdin_lines,
     unknown_note,
     unseen_note,

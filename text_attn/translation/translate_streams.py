@@ -9,10 +9,8 @@ import contextlib
 import io
 import itertools
 import os
-import signal
 import stat
 import sys
-import threading
 import zlib
 from collections.abc import Iterable, Iterator
 
@@ -248,37 +246,6 @@ class JsonList:
     def close(self) -> None:
         self.stream.write("]\n" if self.started else "[]\n")
         self.stream.flush()
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, a scheduler's time limit): the run ends as Ctrl-C ends it, with exit code 143."""
-
-
-@contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """While the block runs, the first SIGTERM raises :class:`Terminated` where the run is (later ones are ignored
-    while it winds up), so the outputs are closed with what they hold and the lock files removed, as after Ctrl-C;
-    by default the process ended at once, silent, its lock file left. A handler set by someone else is kept."""
-    number = getattr(signal, "SIGTERM", None)
-    if number is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    if signal.getsignal(number) is not signal.SIG_DFL:
-        yield
-        return
-    fired = []
-
-    def terminate(signum, frame) -> None:
-        if not fired:
-            fired.append(signum)
-            raise Terminated
-
-    signal.signal(number, terminate)
-    try:
-        yield
-    finally:
-        if signal.getsignal(number) is terminate:
-            signal.signal(number, signal.SIG_DFL)
 
 
 def unknown_note(progress: dict) -> str | None:

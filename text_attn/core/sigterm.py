@@ -1,0 +1,41 @@
+"""SIGTERM (``kill``, a scheduler's time limit) as Ctrl-C: the commands that write files as they go (``translate``,
+``caption``) close them with what they hold, say how far they came, and exit with code 143; by default the process
+ended at once, silent, its lock files left."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a scheduler's time limit): the run ends as Ctrl-C ends it, with exit code 143."""
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While the block runs, the first SIGTERM raises :class:`Terminated` where the run is (later ones are ignored
+    while it winds up), so the outputs are closed with what they hold and the lock files removed, as after Ctrl-C;
+    by default the process ended at once, silent, its lock file left. A handler set by someone else is kept."""
+    number = getattr(signal, "SIGTERM", None)
+    if number is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(number) is not signal.SIG_DFL:
+        yield
+        return
+    fired = []
+
+    def terminate(signum, frame) -> None:
+        if not fired:
+            fired.append(signum)
+            raise Terminated
+
+    signal.signal(number, terminate)
+    try:
+        yield
+    finally:
+        if signal.getsignal(number) is terminate:
+            signal.signal(number, signal.SIG_DFL)
