@@ -196,6 +196,12 @@ def test_the_other_familys_checkpoint_given_to_ckpt_path_is_one_line(main, prog,
     with pytest.raises(SystemExit):
         main(["fit", "--config", str(config), "--ckpt_path", str(ckpt)])
     assert "a damaged checkpoint (its hyper_parameters are not a mapping)" in capsys.readouterr().err
+    torch.save({"pytorch-lightning_version": "2.6.6", "hyper_parameters": {}}, ckpt)  # no weights at all
+    with pytest.raises(SystemExit):
+        main(["validate", "--config", str(config), "--ckpt_path", str(ckpt)])
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"{prog}: error: --ckpt_path {ckpt}: a training checkpoint without its weights (no state_dict): damaged, or "
+        "not written by a fit")  # fmt: skip
 
 
 @pytest.mark.long

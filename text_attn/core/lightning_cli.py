@@ -375,6 +375,10 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                     f"--ckpt_path {ckpt_path}: not a training checkpoint (a model file? --ckpt_path takes the .ckpt "
                     "files a fit writes; to start from a model file use --model.init_from)"
                 )
+            # no weights at all was "the weights do not fit the network these options build": a wrong diagnosis
+            if not isinstance(ckpt.get("state_dict"), dict):
+                raise ValueError(f"--ckpt_path {ckpt_path}: a training checkpoint without its weights (no "
+                                 "state_dict): damaged, or not written by a fit")  # fmt: skip
             family = checkpoint_family(ckpt)  # by its weights' names: the other command's settings broke the parse
             ours = next((k for k, (train, _, _) in CHECKPOINT_FAMILIES.items() if train == prog), None)
             if family is not None and ours is not None and family != ours:
