@@ -33,6 +33,7 @@ from attention_serve.limits import (
     TRANSLATE_OPTIONS,
     ClientError,
     Limits,
+    check_beam,
     check_caption_work,
     check_work,
     cut,
@@ -183,8 +184,9 @@ def _prepared(data: bytes, served: Served, limits: Limits, preprocess: Any) -> d
         except Exception as err:  # noqa: BLE001 - a header Pillow cannot parse
             raise ClientError(422, f"the image is damaged ({type(err).__name__})") from None
         if width * height > limits.max_pixels:
-            raise ClientError(413, f"the image has {width * height / 1e6:.1f} megapixels; at most "
-                              f"{limits.max_pixels / 1e6:.1f} (a guard against decompression bombs)")  # fmt: skip
+            # its sides too: rounded alone, 0.12 megapixels over a limit of 0.1 read "has 0.1; at most 0.1"
+            raise ClientError(413, f"the image has {width} x {height} pixels, {width * height / 1e6:.3g} megapixels; "
+                              f"at most {limits.max_pixels / 1e6:g} (a guard against decompression bombs)")  # fmt: skip
         try:
             image, size = load_photo(data, preprocess.decode_side)
         except ImageReadError as err:
@@ -415,6 +417,7 @@ class Front:
             read = len(served.extra["target_tokens"](options["given"])) if "given" in options else None
             check_work(tokens, options, self.limits, int(TRANSLATE_OPTIONS["max_len"].high), read,
                        served.extra.get("positions"))  # fmt: skip
+            check_beam(options, served.extra["vocab"])  # the model's own bound, past the server's
             notes = search_notes(asked, options) + ([] if options.get("paragraphs") else wrapped_notes(sentences))
             return {"sentences": sentences, "options": options, "notes": notes}
         image, given = await self._upload(ctype, body, scope)
@@ -422,6 +425,7 @@ class Front:
         options = parse_options(asked, CAPTION_OPTIONS, served.defaults, self.limits.max_chars)
         words = len(served.extra["words"](options["given"])) if "given" in options else None  # as the worker reads it
         check_caption_work(options, self.limits, served.extra["regions"], int(CAPTION_OPTIONS["max_len"].high), words)
+        check_beam(options, served.extra["vocab"])  # the model's own bound, past the server's
         async with self.preparing:
             photo = await asyncio.to_thread(prepare_photo, image, served, self.limits)
         return {**photo, "options": options, "notes": search_notes(asked, options)}

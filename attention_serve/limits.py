@@ -65,7 +65,8 @@ class Option:
             raise wrong
         if self.kind is int and (isinstance(value, float) and not value.is_integer()):
             raise wrong
-        if not math.isfinite(value) or not self.low <= value <= self.high:
+        # the range first: a JSON integer of 400 digits made isfinite's float() raise OverflowError, a 500
+        if not self.low <= value <= self.high or not math.isfinite(value):
             raise wrong
         return int(value) if self.kind is int else float(value)
 
@@ -210,6 +211,14 @@ def parse_options(
         raise ClientError(422, f"n_best {out['n_best']} is more than beam_size {out.get('beam_size', 1)}{whose}: "
                           "the beam holds only that many")  # fmt: skip
     return out
+
+
+def check_beam(options: dict[str, Any], words: int) -> None:
+    """ClientError(422) for a beam wider than the model's ``words`` (a small model, the shapes captioner's 19): the
+    worker refused it, and LitServe answered its whole batch, the good requests in it too, with a 500."""
+    if options.get("beam_size", 1) > words:
+        raise ClientError(422, f"beam_size {options['beam_size']} is more than the model's {words} words: at most "
+                          f"{words}")  # fmt: skip
 
 
 def search_notes(given: dict[str, Any], options: dict[str, Any]) -> list[str]:

@@ -113,7 +113,8 @@ def load_caption(path: Path) -> Served:
     # the HTTP process bounds a request's evidence by the regions and the given caption's words, as the worker counts
     # them (limits.check_caption_work)
     extra = {"preprocess": captioner.preprocess, "grid": captioner.grid, "domain": captioner.domain, "bundled": bundled,
-             "regions": captioner.grid**2, "words": lambda text: caption_tokens(text, lower=False)}  # fmt: skip
+             "regions": captioner.grid**2, "words": lambda text: caption_tokens(text, lower=False),
+             "vocab": words}  # fmt: skip
     return Served(Path(path), name, defaults, info, extra)
 
 
@@ -159,12 +160,13 @@ def load_text(path: Path, ensemble: list[Path] | None = None) -> Served:
     # translator's text reading (codec, casing) is kept, its networks dropped (an ensemble's every member's), once
     # their learned positions are read
     positions = translator.position_limit
+    vocab = len(translator.tgt_vocab)  # the widest beam it can search (an ensemble's words are its members' own)
     for member in {id(m): m for m in [translator, *getattr(translator, "members", [])]}.values():
         member.net = None
     extra = {"arch": translator.arch, "bundled": bundled, "tokenize": translator.tokenize,
              "sentence_tokens": translator.sentence_tokens, "read_paragraph": translator.read_paragraph,
              "target_tokens": lambda text: translator.target_tokens(text)[0],
-             "lang": translator.source_lang, "positions": positions, "ensemble": ensemble}  # fmt: skip
+             "lang": translator.source_lang, "positions": positions, "ensemble": ensemble, "vocab": vocab}  # fmt: skip
     return Served(Path(path), name, defaults, info, extra)
 
 

@@ -315,7 +315,8 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
         ("not an image", server.post_file("/caption", b"hello, not a photo"), 415, "not an image"),
         ("truncated PNG", server.post_file("/caption", png[: len(png) * 2 // 3]), 422, "damaged"),
         ("a decompression bomb", server.post_file("/caption", _bomb(30000, 30000)), 413, "megapixels"),
-        ("a bomb under Pillow's own limit", server.post_file("/caption", _bomb(12000, 12000)), 413, "megapixels"),
+        ("a bomb under Pillow's own limit", server.post_file("/caption", _bomb(12000, 12000)), 413,
+         "the image has 12000 x 12000 pixels, 144 megapixels; at most 89.5"),
         ("empty body", server.request("POST", "/caption", b"", {"Content-Type": "image/png"}), 422, "empty"),
         ("the photo in another field", server.post_file("/caption", png, field="photo"), 422, "'image'"),
         ("unknown option", server.post_file("/caption", png, {"colour": "red"}), 422, "colour"),
@@ -339,6 +340,12 @@ def _bad_requests(server) -> list[tuple[str, tuple, int, str]]:
          "x" * 5000}), 415, "..."),
         ("a long Content-Type (translate)", server.request("POST", "/translate", b"{}", {"Content-Type": "text/" +
          "x" * 5000}), 415, "..."),
+        # the tiny model's 10 words: the worker refused beam 11, and LitServe answered its whole batch with a 500
+        ("a beam wider than the model's words", server.post_json("/translate", {"text": "ein mann", "beam_size": 11}),
+         422, "beam_size 11 is more than the model's 10 words: at most 10"),
+        # a JSON integer of 400 digits: float() overflowed in the range check, a 500
+        ("a number too large for a float", server.request("POST", "/translate", b'{"text": "ein", "beam_size": 1' +
+         b"0" * 400 + b"}", {"Content-Type": "application/json"}), 422, "beam_size must be an integer from 1 to 20"),
         ("a search too wide", server.post_json("/translate", {"text": "ein mann " * 11, "beam_size": 10}), 413,
          "1 sentence of 22 source tokens, beam_size 10, up to 56 output tokens (the end counted): 44,164 steps"),
         # 2 source tokens, yet 20 beams for 512 steps: the output's length is the cost (it was allowed: minutes)
