@@ -351,6 +351,24 @@ class _StagesMap(nn.Module):
         return _stages_map(self.body, x, self.tap)
 
 
+def encoder_problem(backbone: Any, grid: Any, stride: Any, fine_tune: Any, multiscale: Any) -> str | None:
+    """Why these encoder settings build no encoder, in one line; None where they do. caption-train checks them as
+    the model is made (a bad fine_tune was said only after the data was read and the run's folder made)."""
+    if backbone not in BACKBONES:
+        return f"unknown backbone {backbone!r}; choose one of {', '.join(BACKBONES)}"
+    if isinstance(grid, bool) or not isinstance(grid, (int, float)) or int(grid) != grid or grid < 1:
+        return f"grid must be a positive integer, got {grid!r}"
+    if stride not in (8, 16, 32):
+        return f"stride must be 8, 16 or 32, got {stride!r}"
+    if stride == 8 and backbone not in LITE:
+        return "stride 8 is available for the efficientnet_lite backbones only"
+    if fine_tune not in FINE_TUNE:
+        return f"fine_tune must be one of {', '.join(FINE_TUNE)}, got {fine_tune!r}"
+    if multiscale and (backbone not in LITE or stride != 8):
+        return "multiscale is available for the efficientnet_lite backbones at stride 8 only"
+    return None
+
+
 class ImageEncoder(nn.Module):
     """Backbone -> (B, L, D) region features, L = grid * grid in row-major order.
 
@@ -386,20 +404,10 @@ class ImageEncoder(nn.Module):
         init: bool = True,
     ) -> None:
         super().__init__()
-        if backbone not in BACKBONES:
-            raise ValueError(f"unknown backbone {backbone!r}; choose one of {', '.join(BACKBONES)}")
-        if int(grid) != grid or grid < 1:
-            raise ValueError(f"grid must be a positive integer, got {grid!r}")
-        if stride not in (8, 16, 32):
-            raise ValueError(f"stride must be 8, 16 or 32, got {stride!r}")
-        if stride == 8 and backbone not in LITE:
-            raise ValueError("stride 8 is available for the efficientnet_lite backbones only")
-        if fine_tune not in FINE_TUNE:
-            raise ValueError(f"fine_tune must be one of {', '.join(FINE_TUNE)}, got {fine_tune!r}")
+        if problem := encoder_problem(backbone, grid, stride, fine_tune, multiscale):
+            raise ValueError(problem)
         state = _state_for(backbone, weights)  # before building, so a missing file fails fast
         family = next(f for f in _BUILDERS if backbone.startswith(f))
-        if multiscale and (backbone not in LITE or stride != 8):
-            raise ValueError("multiscale is available for the efficientnet_lite backbones at stride 8 only")
         # multiscale: run one stage further (stride 16) and append its map, upsampled, to every stride-8 region:
         # fine cells for precise attention, coarse context for what a small receptive field cannot see (size, shape).
         stages, self.out_dim = _BUILDERS[family](backbone, state, 16 if multiscale else stride, init)

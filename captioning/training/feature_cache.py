@@ -338,6 +338,16 @@ class FeatureCacheCallback(pl.Callback):
         # trainable stages then run every step on them; all trainable: nothing to store
         stage_maps = encoder.fine_tune != "none" and encoder.stage_cacheable
         if (encoder.fine_tune != "none" and not stage_maps) or not dm.hparams.cache_features or trainer.fast_dev_run:
+            if encoder.fine_tune != "none" and not stage_maps and dm.hparams.cache_features and stage == "fit":
+                # asked for and unused: it was silent, every step running the whole encoder
+                why = (
+                    "model.encoder.fine_tune all trains every stage"
+                    if encoder.fine_tune == "all"
+                    else "model.encoder.multiscale's fine map may come from a stage that fine_tune "
+                    f"{encoder.fine_tune} trains"
+                )
+                say(f"note: data.cache_features stores nothing here: {why}, so each step runs the whole encoder on "
+                    "the photos")  # fmt: skip
             dm.drop_features()  # the batches carry photos: none of an earlier fit's encoder's features is read
             return
         cache_dir = dm.hparams.feature_cache_dir

@@ -37,7 +37,7 @@ from pytorch_lightning.utilities import rank_zero_warn
 
 from captioning.model.captioner import Captioner, StartWeights
 from captioning.model.decoder import DecoderConfig
-from captioning.model.encoder import LITE, EncoderConfig, settled
+from captioning.model.encoder import LITE, EncoderConfig, encoder_problem, settled
 from captioning.model.network import CaptionModel
 from captioning.model.reading import folded_vocabulary
 from captioning.photos.jpeg_step import AUTO, PhotoFormat
@@ -187,6 +187,9 @@ class CaptionModule(RunState, pl.LightningModule):
         super().__init__()
         encoder, decoder = as_config(EncoderConfig, encoder, "encoder"), as_config(DecoderConfig, decoder, "decoder")
         objective = as_config(ObjectiveConfig, objective, "objective")
+        e = encoder  # now, not when the encoder is built in setup, after the data was read and the run folder made
+        if problem := encoder_problem(e.backbone, e.grid, e.stride, e.fine_tune, e.multiscale):
+            raise ValueError(f"model.encoder: {problem}")
         self.encoder_config, self.decoder_config = encoder, decoder
         # Checkpoints keep plain dicts (they load with weights_only=True); save_hyperparameters reads these locals.
         encoder, decoder, objective_config, objective = asdict(encoder), asdict(decoder), objective, asdict(objective)

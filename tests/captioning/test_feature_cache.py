@@ -85,7 +85,7 @@ def test_the_same_seed_trains_the_same_weights_whether_the_features_were_on_disk
 
 
 @pytest.mark.long
-def test_a_data_module_fit_again_with_another_encoder_encodes_its_photos_again(tmp_path):
+def test_a_data_module_fit_again_with_another_encoder_encodes_its_photos_again(tmp_path, capsys):
     """One data module, fits of several encoders (a hyper-parameter loop): in memory a split's features are known by
     its name alone, and the second fit (another image size: the same shapes) trained on the first one's features."""
     import pytorch_lightning as pl
@@ -122,8 +122,12 @@ def test_a_data_module_fit_again_with_another_encoder_encodes_its_photos_again(t
         )
     fit(grid=2)  # another grid: was a shape error in the decoder
     assert dm.features["train"].shape[1] == 4
+    capsys.readouterr()
     fit(fine_tune="all")  # a trainable encoder: its batches carry photos, not the cached features of another
     assert carried[-1] == {"images"} and not dm.features
+    # said: data.cache_features asked for was unused, unsaid, every step running the whole encoder
+    assert ("note: data.cache_features stores nothing here: model.encoder.fine_tune all trains every stage, so each "
+            "step runs the whole encoder on the photos") in capsys.readouterr().err  # fmt: skip
 
 
 def test_encoding_draws_nothing_from_the_global_random_stream(tmp_path):

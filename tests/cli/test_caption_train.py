@@ -169,7 +169,13 @@ def test_lr_patience_cuts_the_rate_when_val_bleu_stalls(tmp_path):
     ("option", "value", "message"),
     [
         ("--data.source", "coco", "unknown caption source 'coco'"),
-        ("--model.encoder.backbone", "alexnet", "unknown backbone 'alexnet'"),
+        ("--model.encoder.backbone", "alexnet", "model.encoder: unknown backbone 'alexnet'"),
+        # said as the model is made, naming its block: it came after the data was read and the run folder made
+        (
+            "--model.encoder.fine_tune",
+            "last3",
+            "model.encoder: fine_tune must be one of none, last, last2, all, got 'last3'",
+        ),
         ("--model.grid", "7", "put grid under model.encoder"),
         ("--data.source", "karpathy", "needs data.karpathy_json"),
         # a hard-attention option on the soft config: unread (its values: tests/captioning/test_objective.py)
