@@ -162,6 +162,8 @@ def _prepared(data: bytes, served: Served, limits: Limits, preprocess: Any) -> d
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the guard below is the server's own
+        # Pillow's own words on a file it reads cut off ("Truncated File Read"): the refusal below says it, one line
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"PIL\.")
         try:
             formats = photo_formats(data[:HEAD], "upload")
             with Image.open(io.BytesIO(data), formats=formats) as probe:

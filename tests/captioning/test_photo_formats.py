@@ -237,3 +237,25 @@ def test_a_picture_in_a_format_not_read_is_named_not_called_no_image(tmp_path, f
     (tmp_path / "t.jpg").write_text("hello")  # no picture at all: as before
     with pytest.raises(ImageReadError, match="not an image file in a photo format"):
         load_photo(tmp_path / "t.jpg")
+
+
+def test_a_cut_off_tiff_sent_to_the_server_is_refused_without_pillows_warning():
+    """The refusal is one line in the server's log; Pillow's "Truncated File Read" warning (and the line of its
+    source) was written there too."""
+    import io
+    import warnings
+
+    from attention_serve.front import ClientError, prepare_photo
+    from attention_serve.models import Served
+    from captioning.photos.preprocess import Preprocess
+
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64)).save(buf, format="TIFF")
+    served = Served(Path("m.pt"), "m", {}, {}, {"preprocess": Preprocess(32, crop=False)})
+    limits = type("Limits", (), {"max_pixels": int(89.5e6)})()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ClientError) as err:
+            prepare_photo(buf.getvalue()[:50], served, limits)
+    assert err.value.status == 422 and "a TIFF photo that cannot be read" in str(err.value)
+    assert [str(w.message) for w in caught] == []
