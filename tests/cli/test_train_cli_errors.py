@@ -283,3 +283,15 @@ def test_a_dropout_of_zero_as_yaml_reads_it_is_taken_and_a_width_of_zero_is_not(
     width = "embed_dim" if arch == "rnn" else "d_model"
     with pytest.raises(ValueError, match=f"model.network.{width} must be at least 1, got 0"):
         make_config(arch, {width: 0, name: 0}, src_vocab_size=9, tgt_vocab_size=9)
+
+
+@pytest.mark.parametrize("sub, limit", [("validate", "limit_val_batches"), ("test", "limit_test_batches")])
+def test_scoring_no_batch_is_refused(sub, limit, capsys):
+    """validate with --trainer.limit_val_batches 0 ran nothing, printed nothing and exited 0."""
+    config = str(Path(__file__).parents[1] / "fixtures" / "text" / "tiny_reorder.yaml")
+    with pytest.raises(SystemExit) as exc:
+        text_train([sub, "--config", config, "--ckpt_path", "null", f"--trainer.{limit}", "0"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"text-train: error: {sub} with trainer.{limit} 0 scores no batch: give a count or a fraction above 0 "
+        "(default: 1.0, every batch)")  # fmt: skip

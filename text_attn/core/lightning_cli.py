@@ -324,6 +324,10 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             ``validate`` and ``test`` with no checkpoint and no ``model.init_from`` are refused: they scored the
             freshly made weights, silently (``--ckpt_path null``, given, scores them on purpose)."""
             kwargs = super()._prepare_subcommand_kwargs(subcommand)
+            limit = {"validate": "limit_val_batches", "test": "limit_test_batches"}.get(subcommand)
+            if limit and getattr(self.trainer, limit, None) == 0:  # Lightning ran nothing, said nothing, exit 0
+                raise CheckpointRefused(f"{subcommand} with trainer.{limit} 0 scores no batch: give a count or a "
+                                        "fraction above 0 (default: 1.0, every batch)")  # fmt: skip
             name = kwargs.get("ckpt_path")
             start = getattr(getattr(self.model, "hparams", None), "init_from", None)
             if subcommand != "fit" and name is None and not start and "ckpt_path" not in given:
