@@ -290,7 +290,7 @@ class Front:
                 inner = {**scope, "method": "GET"}
                 return await self.app(inner, receive, _with_workers(send, self.waiting, self.limits))
             if not api or method != "POST":
-                return await self.app(scope, receive, send)
+                return await self.app(scope, receive, _allow_head(send) if path in ANSWERS_HEAD else send)
             if self.reading >= 4 * self.limits.max_queue:
                 raise ClientError(
                     503, f"busy: {self.reading} uploads arriving; retry in a second", {"Retry-After": "1"}
@@ -585,6 +585,23 @@ def limits_info(limits: Limits) -> dict[str, Any]:
 
 
 VERSIONS = versions()  # on import (the main process, before LitServe forks the HTTP process): torch is imported
+
+
+ANSWERS_HEAD = frozenset({"/", "/health", "/info"})  # HEAD answered here, not by the app's routes (GET alone)
+
+
+def _allow_head(send):
+    """``send`` with a 405's ``Allow`` listing HEAD too, where this front answers it: the app's routes say ``GET``
+    alone (``POST /health`` read "Allow: GET", and ``HEAD /health`` answered 200)."""
+
+    async def wrapped(message) -> None:
+        if message["type"] == "http.response.start" and message.get("status") == 405:
+            headers = [(k, b"GET, HEAD" if k.lower() == b"allow" and v.strip() == b"GET" else v)
+                       for k, v in message.get("headers", [])]  # fmt: skip
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return wrapped
 
 
 def _with_workers(send, waiting: Waiting, limits: Limits):

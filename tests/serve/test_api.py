@@ -547,6 +547,12 @@ def test_head_info_and_a_key_header_sent_twice(server):
     # --max-chars 200 counts the sentence read: the spaces around it are not (a 200-character one was a 413)
     status, _, body = server.post_json("/translate", {"text": f"   {'x' * 199}\n  "})
     assert status == 200, body
+    # a wrong method's 405 lists HEAD where it is answered ("Allow: GET" alone, while HEAD /health answered 200)
+    for path in ("/health", "/info"):
+        reply = _raw(server, f"POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-API-Key: {KEY}\r\n"
+                     "Content-Length: 0\r\n\r\n")  # fmt: skip
+        allow = [line for line in reply.splitlines() if line.lower().startswith("allow:")]
+        assert reply.startswith("HTTP/1.1 405") and allow == ["allow: GET, HEAD"], reply
 
 
 def test_every_answer_carries_the_security_headers(server):
