@@ -104,6 +104,7 @@ def caption_optimize(args: list[str]) -> None:
     from captioning.training.data import CaptionDataError, CaptionDataModule
     from captioning.training.streaming import optimize_captions, optimize_shards
     from text_attn.core.optimize_cli import optimize_main
+    from text_attn.core.streaming import split_counts
 
     def features_option(parser) -> None:
         parser.add_argument(
@@ -133,7 +134,7 @@ def caption_optimize(args: list[str]) -> None:
             )
         else:
             manifest = optimize_captions(dm, opts.out, config, opts.features, opts.num_workers, opts.chunk_bytes)
-        counts = ", ".join(f"{s} {v['items']}" for s, v in manifest["splits"].items())
+        counts = split_counts(manifest)
         print(f"caption-train optimize: {opts.out}: {counts} samples; train on it with --data.root {opts.out}")
 
     errors = (CaptionDataError, EncoderWeightsError, ValueError, FileNotFoundError)

@@ -87,3 +87,18 @@ def test_another_familys_chunks_are_named_so(tmp_path):
         _earlier(tmp_path / "chunks", "caption", {})
     assert str(err.value) == (f"--out {tmp_path / 'chunks'}: holds the chunks of text-train optimize, not "
                               "caption-train's; give a new folder")  # fmt: skip
+
+
+@pytest.mark.long
+def test_stdout_holds_the_one_result_line(capfd):
+    """LitData's own lines and its workers' ("Worker 0 is terminating.", "Finished data processing!": 46 for this
+    corpus) and optimize's progress went to stdout beside the result; they go to stderr. A finished folder's rerun
+    lists the splits in the same order (its manifest read back listed them alphabetically)."""
+    said = "text-train optimize: chunks: train 96, val 16, test 16 pairs; train on it with --data.root chunks\n"
+    errs = []
+    for _ in range(2):
+        text_main(["optimize", "--config", str(FIX / "text/tiny_reorder.yaml"), "--out", "chunks"])
+        out, err = capfd.readouterr()
+        assert out == said, out
+        errs.append(err)
+    assert "train: 96 samples -> chunks/train" in errs[0] and "Finished data processing!" in errs[0]

@@ -32,6 +32,7 @@ import inspect
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,19 @@ def _earlier(root: Path, family: str, options: dict[str, Any]) -> dict[str, Any]
     return old
 
 
-def finished_earlier(out: str | Path, family: str, options: dict[str, Any], log: Callable[[str], None] = print):
+def split_counts(manifest: dict[str, Any]) -> str:
+    """``train 96, val 16, test 16``: a manifest's items a split, in the splits' order (a finished folder's manifest,
+    read back, listed them alphabetically)."""
+    splits = manifest["splits"]
+    return ", ".join(f"{s} {splits[s]['items']}" for s in [*SPLITS, *sorted(set(splits) - set(SPLITS))] if s in splits)
+
+
+def _said(line: str) -> None:
+    """A progress line of optimize, on stderr: stdout holds the command's one result line."""
+    print(line, file=sys.stderr)
+
+
+def finished_earlier(out: str | Path, family: str, options: dict[str, Any], log: Callable[[str], None] = _said):
     """The manifest of ``out`` when an earlier optimize with the same (sample-shaping) options finished every split
     there, else None: checked before any work (a feature folder's photos are not encoded again); a folder made with
     other options is refused in one line, also before any work."""
@@ -158,7 +171,7 @@ def optimize_splits(
     item_fn: Callable[[str], Callable[[Any], dict[str, Any]]],
     num_workers: int = 1,
     chunk_bytes: str = "64MB",
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = _said,
     counts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Write ``inputs[split]`` (each turned into a sample by ``item_fn(split)``, in LitData's worker processes:
@@ -202,7 +215,7 @@ def optimize_splits(
         # a function that yields several samples an input: that split is written again)
         before = multiprocessing.get_start_method(allow_none=True)
         try:
-            with private_litdata_cache(root), stops_said(root / split):  # Ctrl-C / SIGTERM: exit 130 / 143
+            with private_litdata_cache(root), stops_said(root / split), _chatter_to_stderr():  # Ctrl-C: exit 130
                 litdata.optimize(
                     fn,
                     _as_json(items),
@@ -219,6 +232,29 @@ def optimize_splits(
         manifest["splits"][split] = {"items": n}
         _write_manifest(root, manifest)
     return manifest
+
+
+@contextlib.contextmanager
+def _chatter_to_stderr():
+    """LitData's lines ("Worker 0 is terminating.", "Finished data processing!": 46 for a tiny corpus), its own and
+    its workers', on stderr with the other progress: stdout keeps the command's one result line. The descriptor is
+    moved, so the workers it starts inherit it; a stdout without one (a test's capture) is redirected in Python."""
+    sys.stdout.flush()
+    try:
+        out, err = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is an OSError and a ValueError
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    saved = os.dup(out)
+    try:
+        os.dup2(err, out)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, out)
+        os.close(saved)
 
 
 def _as_json(items: Sequence[Any]) -> list[Any]:

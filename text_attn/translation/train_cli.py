@@ -92,6 +92,7 @@ main = holding(train_main)
 def text_optimize(args: list[str]) -> None:
     """``text-train optimize --config C.yaml --out DIR [--data.X ...]``: the corpus as LitData chunks."""
     from text_attn.core.optimize_cli import optimize_main
+    from text_attn.core.streaming import split_counts
     from text_attn.translation.data import TranslationDataModule
     from text_attn.translation.pairs import TaskError
     from text_attn.translation.streaming import optimize_text
@@ -105,7 +106,7 @@ def text_optimize(args: list[str]) -> None:
             start = Translator.read_start(model["init_from"], model.get("arch", "rnn"))
             dm.start_from(start_vocabulary(start, model["init_from"], model.get("init_vocab", "extend")))
         manifest = optimize_text(dm, opts.out, opts.num_workers, opts.chunk_bytes)
-        counts = ", ".join(f"{s} {v['items']}" for s, v in manifest["splits"].items())
+        counts = split_counts(manifest)
         print(f"text-train optimize: {opts.out}: {counts} pairs; train on it with --data.root {opts.out}")
 
     optimize_main("text-train", TranslationDataModule, args, (TaskError, ValueError, FileNotFoundError), write)
