@@ -434,7 +434,8 @@ def no_images(images: list[str], unreadable: list[tuple[str, str]] = ()) -> str:
     """The line for a run whose inputs hold no image: the folders that could not be listed and why, the others named
     (three at most each), and stdin where '-' read it."""
     locked = [f"{inert(folder)}: cannot be read ({why})" for folder, why in unreadable]
-    named = [inert(a) for a in images if a != "-" and a not in {folder for folder, _ in unreadable}]
+    said_locked = {folder for folder, _ in unreadable}
+    named = [inert(a) for a in images if a != "-" and a not in said_locked]
     shown = and_more(named[:3], len(named))
     said = [and_more(locked[:3], len(locked)), f"{shown}: no image files" if named else "",
             "stdin gave no paths" if "-" in images else ""]  # fmt: skip

@@ -337,8 +337,9 @@ class FeatureCacheCallback(pl.Callback):
         # frozen: the region features are stored; partly trainable: the frozen stages' maps (frozen_map), the
         # trainable stages then run every step on them; all trainable: nothing to store
         stage_maps = encoder.fine_tune != "none" and encoder.stage_cacheable
-        if (encoder.fine_tune != "none" and not stage_maps) or not dm.hparams.cache_features or trainer.fast_dev_run:
-            if encoder.fine_tune != "none" and not stage_maps and dm.hparams.cache_features and stage == "fit":
+        nothing_kept = encoder.fine_tune != "none" and not stage_maps  # every stage trains, or the multiscale tap
+        if nothing_kept or not dm.hparams.cache_features or trainer.fast_dev_run:
+            if nothing_kept and dm.hparams.cache_features and stage == "fit":
                 # asked for and unused: it was silent, every step running the whole encoder
                 why = (
                     "model.encoder.fine_tune all trains every stage"

@@ -183,12 +183,13 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 kwargs[name] = {"description": SUBCOMMAND_HELP[name], **kwargs.get(name, {})}
             super()._add_subcommands(parser, **kwargs)
             action = parser._subcommands_action
-            for name, sub in self._subcommand_parsers.items():  # Lightning's named "hpc" and "registry" (a file
-                for option in sub._actions:  # name here), and said that validate without one used the current weights
-                    if option.dest == "ckpt_path" and name in CKPT_PATH_HELP:
-                        option.help = CKPT_PATH_HELP[name]
             for choice in action._choices_actions:
                 theirs, choice.help = choice.help, SUBCOMMAND_HELP.get(choice.dest, choice.help)
+                # --ckpt_path: Lightning's help named "hpc" and "registry" (a file name here), and said that validate
+                # without one used the current weights
+                for option in self._subcommand_parsers[choice.dest]._actions:
+                    if option.dest == "ckpt_path" and choice.dest in CKPT_PATH_HELP:
+                        option.help = CKPT_PATH_HELP[choice.dest]
                 for group in self._subcommand_parsers[choice.dest]._action_groups:  # the method's options were
                     if theirs and group.title.rstrip(".") == theirs.rstrip("."):  # titled with the same docstring
                         group.title = f"{choice.dest} options"
@@ -368,8 +369,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             except pickle.UnpicklingError:  # as AtomicCheckpointIO says it
                 raise CheckpointRefused(f"{ckpt_path}: {CODE_REFUSED}") from None
             except Exception:  # noqa: BLE001 - any unreadable file gets the same one line
-                size = Path(ckpt_path).stat().st_size
-                what = "an empty file" if size == 0 else f"{size:,} bytes that torch cannot read as one"
+                what = run_checkpoints.torch_unreadable(ckpt_path)
                 raise ValueError(
                     f"--ckpt_path {ckpt_path}: not a training checkpoint: {what} (cut off by a copy "
                     "or a full disk? another checkpoint of the run, last or best, may be whole)"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import missing, one_line
-from text_attn.core.run_checkpoints import CODE_REFUSED
+from text_attn.core.run_checkpoints import CODE_REFUSED, torch_unreadable
 from text_attn.core.safe_files import inert, refuse_overlap, write_bytes
 
 
@@ -207,8 +207,7 @@ def read_export_source(src: str | Path) -> Any:
     except pickle.UnpicklingError:  # code in the file, which weights_only refuses to run (as the trainers say it)
         raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
     except Exception:  # noqa: BLE001 - any unreadable file gets the same one-line answer, with what it is
-        size = path.stat().st_size  # the exception's name (RuntimeError, KeyError, EOFError) said nothing
-        what = "an empty file" if size == 0 else f"{size:,} bytes that torch cannot read as one"
+        what = torch_unreadable(path)
         raise ModelFileError(
             f"{src}: not a checkpoint or model file: {what} (cut off by a copy or a full disk?)"
         ) from None

@@ -30,6 +30,13 @@ CODE_REFUSED = (
 )
 
 
+def torch_unreadable(path: str | Path) -> str:
+    """What a file torch cannot load is, for a checkpoint's or model file's refusal: its size, not the exception's
+    name (RuntimeError, KeyError, EOFError said nothing)."""
+    size = Path(path).stat().st_size
+    return "an empty file" if size == 0 else f"{size:,} bytes that torch cannot read as one"
+
+
 class CheckpointRefused(ValueError):
     """A checkpoint that is not loaded: remote, or holding pickled objects beyond tensors. One line."""
 

@@ -39,6 +39,8 @@ from typing import Any
 
 import torch
 
+from text_attn.core.ranks import say
+
 MANIFEST = "streaming.json"
 STATE = "data_state.pt"
 FORMAT = 2  # 2: the train split is written in a seeded shuffled order (shuffled_for_writing)
@@ -138,12 +140,7 @@ def split_counts(manifest: dict[str, Any]) -> str:
     return ", ".join(f"{s} {splits[s]['items']}" for s in [*SPLITS, *sorted(set(splits) - set(SPLITS))] if s in splits)
 
 
-def _said(line: str) -> None:
-    """A progress line of optimize, on stderr: stdout holds the command's one result line."""
-    print(line, file=sys.stderr)
-
-
-def finished_earlier(out: str | Path, family: str, options: dict[str, Any], log: Callable[[str], None] = _said):
+def finished_earlier(out: str | Path, family: str, options: dict[str, Any], log: Callable[[str], None] = say):
     """The manifest of ``out`` when an earlier optimize with the same (sample-shaping) options finished every split
     there, else None: checked before any work (a feature folder's photos are not encoded again); a folder made with
     other options is refused in one line, also before any work."""
@@ -171,7 +168,7 @@ def optimize_splits(
     item_fn: Callable[[str], Callable[[Any], dict[str, Any]]],
     num_workers: int = 1,
     chunk_bytes: str = "64MB",
-    log: Callable[[str], None] = _said,
+    log: Callable[[str], None] = say,
     counts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Write ``inputs[split]`` (each turned into a sample by ``item_fn(split)``, in LitData's worker processes:
