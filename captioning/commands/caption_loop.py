@@ -37,7 +37,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     from tqdm.auto import tqdm
 
     from captioning.commands.caption_limits import stopped_by  # now: with no file descriptor left it could not load
-    from captioning.photos.collection import ResumeError, image_key, read_done
+    from captioning.photos.collection import ResumeError, done_in, image_key, read_done
     from captioning.photos.photo_stream import NameIn, PhotoStream, photo_batches
     from captioning.photos.shards import is_shard
 
@@ -81,7 +81,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         if replacing:
             print(f"caption: --jsonl {jsonl} existed and is started afresh (--resume continues a file instead)",
                   file=sys.stderr)  # fmt: skip
-        held = _done_in(paths, done)
+        held = done_in(paths, done)
         if not held and (lost := _elsewhere(paths, done)):
             if report is not None:
                 report.close()
@@ -232,22 +232,6 @@ def _elsewhere(paths: list[str], done: set[str]) -> str | None:
         if any(parts[-len(rel) :] == rel for parts in inputs.get(rel[-1], ())):
             return key
     return None
-
-
-def _done_in(paths: list[str], done: set[str]) -> int:
-    """How many of the inputs (files, and shard members by their ``SHARD.tar/MEMBER`` names) ``done`` holds."""
-    from captioning.photos.collection import image_key
-    from captioning.photos.shards import is_shard
-
-    shards = {image_key(p) for p in paths if is_shard(p)}
-    files = sum(image_key(p) in done for p in paths if not is_shard(p))
-    members = 0
-    for key in done if shards else ():
-        parent = os.path.dirname(key)
-        while parent and parent not in shards and parent != os.path.dirname(parent):  # a member in a tar's folder
-            parent = os.path.dirname(parent)
-        members += parent in shards
-    return files + members
 
 
 def _drop_handover_noise() -> None:

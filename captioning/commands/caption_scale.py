@@ -50,11 +50,20 @@ from captioning.commands.caption_batch import (
 from captioning.commands.caption_limits import stopped_by
 from captioning.commands.caption_run import check_resume
 from captioning.commands.process_start import loop_started
-from captioning.photos.collection import ResumeError, captioned_lines, image_key
+from captioning.photos.collection import ResumeError, captioned_lines, done_in, image_key
 from captioning.photos.photo_stream import Id, IdIn, NameIn, PhotoStream, owner, photo_batches
 from captioning.photos.shards import is_shard
 from text_attn.core.errors import fail, one_line
-from text_attn.core.part_files import LineCounter, PartError, PartWriter, Row, held_ids, merge_parts, part_files
+from text_attn.core.part_files import (
+    LineCounter,
+    PartError,
+    PartWriter,
+    Row,
+    held_ids,
+    merge_parts,
+    part_files,
+    read_rows,
+)
 from text_attn.core.run_record import record_run
 from text_attn.core.safe_files import write_text
 from text_attn.core.search_options import search_options
@@ -115,6 +124,8 @@ class CaptionPredictor(pl.LightningModule):
                 mine = owner(self.sources, self.trainer.world_size)
                 self.done = held_ids(parts, keep=lambda i: mine(i) == rank)  # this process's share only
                 self.held = set(out_records(jsonl, lines=False))
+                if rank == 0 and (n := _already(self.sources, self.held, self.earlier)):
+                    print(f"caption: {n} image(s) already in {jsonl} or {parts}: skipped", file=sys.stderr)
                 if rank == 0 and not old.is_file():
                     parts.mkdir(parents=True, exist_ok=True)
                     write_text(old, json.dumps(manifest))
@@ -254,6 +265,13 @@ class Progress:
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join()
+
+
+def _already(sources: list[str], held: set[str], parts: list[Path]) -> int:
+    """What a resumed run skips, as the one-process run says it: the inputs OUT holds (by image key) and the photos
+    an interrupted run's parts hold captioned (``ok`` rows, every process's; a ``held`` row is one of OUT's)."""
+    captioned = {row.id for path in parts for row in read_rows(path) if row.kind == "ok"}
+    return done_in(sources, held) + len(captioned)
 
 
 def _stop(rank: int, message: str) -> None:

@@ -70,6 +70,22 @@ def captioned_lines(jsonl: Path) -> list[tuple[str, str]]:
     return held
 
 
+def done_in(paths: list[str], done: set[str]) -> int:
+    """How many of the inputs (files, and shard members by their ``SHARD.tar/MEMBER`` names) ``done`` (image keys)
+    holds: what ``--resume`` says it skips."""
+    from captioning.photos.shards import is_shard
+
+    shards = {image_key(p) for p in paths if is_shard(p)}
+    files = sum(image_key(p) in done for p in paths if not is_shard(p))
+    members = 0
+    for key in done if shards else ():
+        parent = os.path.dirname(key)
+        while parent and parent not in shards and parent != os.path.dirname(parent):  # a member in a tar's folder
+            parent = os.path.dirname(parent)
+        members += parent in shards
+    return files + members
+
+
 def read_done(jsonl: Path) -> set[str]:
     """The images (:func:`image_key`) a JSON Lines output already holds a caption for (``--resume``). The file is
     rewritten with those records only (:func:`captioned_lines`); a file that is not caption's (ResumeError) is left

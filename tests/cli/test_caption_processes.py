@@ -164,6 +164,11 @@ def test_a_part_that_cannot_be_written_is_one_line_and_resume_finishes(model, tm
     monkeypatch.setattr(part_files.PartWriter, "write", real)
     assert _run([*base, "--jsonl", out, "--devices", "1", "--resume"]) == 0
     _same_records(_lines(out), _lines(tmp_path / "whole.jsonl"))
+    # what was skipped is said as the one-process run says it: the parts' photos first, then OUT's
+    assert f"caption: 6 image(s) already in {out} or {out}.parts: skipped" in capsys.readouterr().err
+    assert _run([*base, "--jsonl", out, "--devices", "1", "--resume"]) == 0
+    assert f"caption: 11 image(s) already in {out} or {out}.parts: skipped" in capsys.readouterr().err
+    _same_records(_lines(out), _lines(tmp_path / "whole.jsonl"))
 
 
 def test_bad_uses_of_devices_are_one_line(model, tmp_path, capsys):
