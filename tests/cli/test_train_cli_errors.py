@@ -295,3 +295,23 @@ def test_scoring_no_batch_is_refused(sub, limit, capsys):
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"text-train: error: {sub} with trainer.{limit} 0 scores no batch: give a count or a fraction above 0 "
         "(default: 1.0, every batch)")  # fmt: skip
+
+
+@pytest.mark.parametrize("subcommand", ["fit", "validate"])
+def test_a_run_refused_at_its_data_leaves_no_run_folder(subcommand, cli_run_in_tmp, capsys):
+    """Lightning makes version_N (TensorBoard's file in it) before the data module's setup: each refused run left an
+    empty one (and the config's root folder), and the next run's folder was numbered past it. A folder an earlier run
+    filled is kept."""
+    Path("empty_root").mkdir()
+    args = [subcommand, "--config", "multi30k_de_en_bahdanau", "--data.root", "empty_root"]
+    args += ["--trainer.default_root_dir", "logs/a", *(["--ckpt_path", "null"] if subcommand == "validate" else [])]
+    for earlier in (False, True):
+        if earlier:  # an earlier run's folder: its files are its own
+            Path("logs/a/lightning_logs/version_0/checkpoints").mkdir(parents=True)
+            Path("logs/a/lightning_logs/version_0/checkpoints/last.ckpt").write_bytes(b"weights")
+        with pytest.raises(SystemExit) as exc:
+            text_train(args)
+        assert exc.value.code == 2
+        assert "found neither" in capsys.readouterr().err
+        left = sorted(p.as_posix() for p in Path().rglob("*") if p.is_file() or not any(p.iterdir()))
+        assert left == ["empty_root", *(["logs/a/lightning_logs/version_0/checkpoints/last.ckpt"] if earlier else [])]

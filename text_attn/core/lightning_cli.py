@@ -40,7 +40,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from text_attn.core import run_checkpoints, startup_gc
+from text_attn.core import run_checkpoints, startup_gc, unused_runs
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
 from text_attn.core.errors import WriteError, fail, one_line, unrecognized
 from text_attn.core.ranks import say
@@ -281,14 +281,20 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             scheduler's time limit, a preemption, ``kill``): Lightning stops with SystemExit(None), exit code 0, as
             if the run had ended (``fit ... && export`` went on without a model); here the same line, exit code 143.
             Either during fit's training steps: last.ckpt saved at the step reached first (training.stop_asked). A
-            SIGTERM once the model file is being written lets it be written: the fit ends as usual, exit code 0."""
+            SIGTERM once the model file is being written lets it be written: the fit ends as usual, exit code 0.
+            Any error: the run folder it made and left unused is removed (unused_runs)."""
+            made = unused_runs.made_by_run(self.trainer)
             try:
                 super()._run_subcommand(subcommand)
             except SystemExit as exc:
+                unused_runs.remove_unused(made)
                 if getattr(self.trainer, "received_sigterm", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand), code=143) from None
                 if exc.code == 1 and getattr(self.trainer, "interrupted", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand)) from None
+                raise
+            except BaseException:
+                unused_runs.remove_unused(made)
                 raise
 
         def _resumes(self) -> bool:
