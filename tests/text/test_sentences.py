@@ -29,6 +29,16 @@ LINE = f"{FIRST} {SECOND}"
         ("Sechs Leute fahren Rad. 2 Mädchen sitzen.", ["Sechs Leute fahren Rad.", "2 Mädchen sitzen."]),
         ("Muž jde okolo. Pes běží.", ["Muž jde okolo.", "Pes běží."]),
         ("ein hund läuft. eine katze schläft.", ["ein hund läuft.", "eine katze schläft."]),  # no capital anywhere
+        # German quotes close with marks that open quotes elsewhere: after a sentence's mark they close
+        ("Er ruft: „Ein Hund läuft.“ Eine Katze schläft.", ["Er ruft: „Ein Hund läuft.“", "Eine Katze schläft."]),
+        ("Er ruft: »Ein Hund läuft.« Eine Katze.", ["Er ruft: »Ein Hund läuft.«", "Eine Katze."]),
+        ("Er ruft: ‚Komm!‘ Sie kommt.", ["Er ruft: ‚Komm!‘", "Sie kommt."]),
+        ("He said. “Hello there.” Then left.", ["He said.", "“Hello there.”", "Then left."]),
+        # a web address, a number of thousands, a date with its year end a sentence
+        ("Mehr auf www.example.de. Eine Katze.", ["Mehr auf www.example.de.", "Eine Katze."]),
+        ("See https://example.com/a. Next one.", ["See https://example.com/a.", "Next one."]),
+        ("Ein Hund kostet 1.000. Eine Katze.", ["Ein Hund kostet 1.000.", "Eine Katze."]),
+        ("Am 3.10.2024. Ein Fest.", ["Am 3.10.2024.", "Ein Fest."]),
         # no sentence ends: abbreviations, initials, words with periods inside, a lowercase word after a "?"
         ("Ein Mann läuft an einem Schild vorbei, auf dem E.S.E. Electronics steht.", None),
         ("Zwei Menschen halten einen Globus mit ca. 120 cm Durchmesser.", None),
@@ -38,6 +48,9 @@ LINE = f"{FIRST} {SECOND}"
         ("Mr. Smith und z.B. Dr. Who.", None),
         ('A man wearing a shirt that says "got rocks?" is flipping a pancake.', None),
         ("Ein Hund", None),
+        ("Er wohnt in der Hauptstr. 5 in Berlin.", None),
+        ("Am 3.10. Ein Fest.", None),  # a date without its year
+        ("Das ist z.B. Ein Test, u.a. Dies.", None),
     ],
 )
 def test_a_line_is_cut_where_its_sentences_end_and_nowhere_else(line, sentences):

@@ -9,9 +9,10 @@ words' probabilities, its n-best list) sees one line, as before.
 
 The end of a sentence is ``.``, ``!``, ``?`` or ``…`` (closing quotes and brackets after it kept with it), then
 white space, then a capital or a digit (after any opening quote or bracket: "... Platz. 2 Mädchen sitzen."). A period
-after an abbreviation ("z.B.", "ca.", "Dr.", "St."), an initial ("J."), an ordinal number ("am 3. Mai") or a word with
-periods inside ("E.S.E.") ends nothing: such a line stays whole rather than be cut in the wrong place. A line without
-any capital ends a sentence before any letter.
+after an abbreviation ("z.B.", "ca.", "Dr.", "St.", "Hauptstr."), an initial ("J."), an ordinal number ("am 3. Mai") or
+a word with periods inside ("E.S.E.", "3.10") ends nothing: such a line stays whole rather than be cut in the wrong
+place; a web address's, a number of thousands' or a dated year's period ("www.example.de.", "1.000.") may end one. A
+line without any capital ends a sentence before any letter.
 
 A line break inside a text ends a sentence too: ``translate --paragraphs`` keeps one where a heading or a list item
 ends (text_attn.translation.paragraphs). A list item's marker at a sentence's start ("- ", "• ", "1. ", "b) "; a
@@ -34,9 +35,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # torch is imported where a grid is joined: the commands split lines before torch loads
     from torch import Tensor
 
-# a word ending in one of these and then white space may end a sentence; closers after the mark stay with it
-_CLOSERS = "\"'»”’)]"
-_END = re.compile(r"""(?:[.!?]+|…)["'»”’)\]]*(?=\s)""")
+# a word ending in one of these and then white space may end a sentence; closers after the mark stay with it: English
+# and French quotes' closing marks, and German's („…“, »…«, ‚…‘, ›…‹), whose closing marks open a quote elsewhere (after
+# a mark, before white space, they can only close one)
+_CLOSERS = "\"'»”’“«‘‹›)]"
+_END = re.compile(rf"(?:[.!?]+|…)[{re.escape(_CLOSERS)}]*(?=\s)")
 _OPENERS = "\"'„“«‚‘(["
 # a list item's marker at a sentence's start, white space after it: a bullet or a dash, a number or a letter with a
 # bracket ("2)", "(b)"), a number with a period ("1."; "am 3. Mai" starts no sentence), a Markdown heading's "#"s, an
@@ -180,9 +183,24 @@ def _abbreviation(before: str) -> bool:
     word = re.split(r"[\s(\[\"'„“«‚‘]", before)[-1]
     if not word:
         return False  # a period after a space or a bracket: "..." handled as the end's own run
-    if "." in word or len(word) == 1 and word.isalpha() or word.isdigit():
+    if "." in word:
+        return not _ends_as_sentence(word)
+    if len(word) == 1 and word.isalpha() or word.isdigit():
         return True
-    return word.lower() in ABBREVIATIONS
+    # German streets' compounds: "Hauptstr. 5", "Bahnhofstr. 12"
+    return word.lower() in ABBREVIATIONS or len(word) > 4 and word.lower().endswith("str")
+
+
+def _ends_as_sentence(word: str) -> bool:
+    """Whether a word with periods inside, before a period, may end a sentence there: a web address or a domain
+    ("www.example.de", "example.com"), a number of thousands or a date with its year ("1.000", "3.10.2024"); not an
+    abbreviation of letters ("z.B", "u.a", "E.S.E") nor a date without its year ("3.10")."""
+    if "://" in word or word.lower().startswith("www."):
+        return True
+    parts = word.strip("/").split(".")
+    if all(part.isdigit() for part in parts):
+        return len(parts[-1]) >= 3
+    return len(parts) >= 2 and parts[-1].isalpha() and 2 <= len(parts[-1]) <= 6 and max(len(p) for p in parts[:-1]) >= 3
 
 
 def join_grids(grids: list[Tensor], source_lengths: list[int]) -> Tensor:
