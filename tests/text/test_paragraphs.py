@@ -91,6 +91,15 @@ def test_a_signatures_short_lines_are_read_at_the_width_of_the_text_above():
         join_wrapped(mail[:2]),
         "Zwei Kinder spielen mit einem Hund im Garten.",
     ]
+    # wrapped at half the width above or less: three lines or more that break only where the next word did not fit
+    # are read at their own width (German's capitals made each break look ended: "... Sonne. Die" / "Frau liest ...")
+    wide = ["Ein Mann mit beginnender Glatze, der eine rote Rettungsweste trägt, sitzt in einem kleinen Boot auf "
+            "dem See und angelt nach Fischen.", ""]  # fmt: skip
+    wrapped = ["Zwei Kinder spielen im Sand am Strand in der Sonne. Die", "Frau liest ein Buch auf einer Bank im "
+               "Park. Ein Mann", "fährt mit seinem Fahrrad eine Straße entlang."]  # fmt: skip
+    assert list(paragraphs([*wide, *wrapped]))[1] == " ".join(wrapped)
+    assert list(paragraphs([*wide, *wrapped[:2]]))[1] == " ".join(wrapped[:2])  # two lines: "Die" goes on
+    assert list(paragraphs([*wide, *mail[3:]]))[1] == "Viele Grüße\nMax"
 
 
 def test_files_are_read_a_paragraph_an_input():
@@ -117,6 +126,7 @@ def test_files_are_read_a_paragraph_an_input():
         ("A man is climbing a rock wall with a harness on", "A young man rides a bicycle.", False),  # a particle
         ("ein mann läuft", "und springt.", False),  # typed lowercase: a missing period tells nothing
         ("ein mann läuft über die", "straße.", True),  # but an article does
+        ("Zwei Kinder spielen in der Sonne. Die", "Frau liest.", True),  # an article at a sentence's start too
         ("ein mann läuft-", "weg", True),
         ("", "läuft", False),
         ("Ein Mann läuft über die", "", False),

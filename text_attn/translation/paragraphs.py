@@ -67,6 +67,8 @@ FIT = 0.8
 # a paragraph whose lines are all at most this share of the text's width was not wrapped (a signature, an address): its
 # breaks are read at the text's width. Text wrapped narrower than half its document's width would be read so too
 NARROW = 0.5
+# ...unless its own lines, three or more and at least this wide, break only where the next word would not have fitted
+OWN_WRAP = 40
 
 
 def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] | None = None, wide: int = 0) -> str:
@@ -117,7 +119,8 @@ def quoted(line: str) -> tuple[str, str]:
 def _join_run(kept: list[str], word_logp: Callable[[str], float | None] | None, wide: int = 0) -> str:
     """Stripped lines of one paragraph and quote depth joined (:func:`join_wrapped`; ``wide``: the text's width)."""
     width = wrap_width(kept)
-    width = wide if width <= NARROW * wide else width  # a signature's lines: short of the text's width, not wrapped
+    if width <= NARROW * wide and not _wrapped_here(kept, width):  # a signature's lines: short of the text's width,
+        width = wide  # not wrapped
     listing = _listing(kept)  # a list: a dash or "3." starts an item there
     text = ""
     for before, line in zip(["", *kept], kept, strict=False):  # before: "" for the first
@@ -128,6 +131,15 @@ def _join_run(kept: list[str], word_logp: Callable[[str], float | None] | None, 
         else:
             text = _joined(text, line, word_logp)
     return text
+
+
+def _wrapped_here(lines: list[str], width: int) -> bool:
+    """Whether stripped ``lines`` (three or more, :data:`OWN_WRAP` wide or more: not a signature's nor an address's)
+    were wrapped at their own ``width``, narrower than the text around: no line could have held the next one's first
+    word, as a wrapper leaves them (a German text's capitals make every short break look ended)."""
+    if len(lines) < 3 or width < OWN_WRAP:
+        return False
+    return all(len(a) + 1 + len(b.split(None, 1)[0]) > width for a, b in itertools.pairwise(lines))
 
 
 def _listing(lines: list[str]) -> bool:
@@ -159,7 +171,7 @@ def kept_break(before: str, line: str, width: int, listing: bool = False) -> boo
         return True  # an item starts
     if item_mark(before)[0].startswith("#"):
         return True  # a Markdown heading ends
-    if _HEAD.search(before) or before.endswith(",") or before.rsplit(None, 1)[-1] in NO_END:
+    if _HEAD.search(before) or before.endswith(",") or before.rsplit(None, 1)[-1].lower() in NO_END:
         return False
     first = line.split(None, 1)[0]
     starts = bool(mark) or first[0].isupper() or first[0].isdigit() or first[0] in "\"'„“«‚‘(["
@@ -197,7 +209,7 @@ def goes_on(before: str, line: str) -> bool:
     (depth, before), (other, line) = quoted(before), quoted(line)
     if depth != other or not before or not line[:1].isalpha():
         return False
-    if before.rsplit(None, 1)[-1] in NO_END:
+    if before.rsplit(None, 1)[-1].lower() in NO_END:  # "Die" + "Frau": German's nouns start with capitals
         return True
     if not line[0].islower():
         return False
