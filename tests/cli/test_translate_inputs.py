@@ -81,6 +81,21 @@ def test_a_files_blank_lines_are_blank_lines_out_and_no_error(model_file, tmp_pa
     assert "input 1: empty sentence" in capsys.readouterr().err
 
 
+def test_characters_no_reader_sees_are_not_read(model_file, capsys, monkeypatch):
+    """A soft hyphen or a zero-width space inside a word cut it in two for the model, and a line of a zero-width
+    space or a byte-order mark alone, which looks blank, was "error: input N: empty sentence"."""
+    typed = "Ein Mann fährt mit dem Fahrrad."
+    hidden = "Ein Mann fährt mit dem Fahr\u00adrad.\u200b"
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{hidden}\n\u200b\n\ufeff \n{typed}\n"))
+    assert translate_main(["--model", str(model_file), "--max-len", "4", "--batch-size", "2"]) == 0
+    out = capsys.readouterr()
+    lines = out.out.split("\n")
+    assert lines[1] == lines[2] == "" and lines[0] == lines[3] != "" and "error" not in out.err
+    translator = Translator.load(model_file)
+    assert translator.tokenize(hidden) == translator.tokenize(typed)
+    assert translator.read_paragraph("Ein Mann fährt mit dem Fahr\u00ad\nrad.") == typed  # a line's end: joins
+
+
 def test_an_output_that_is_also_the_redirected_input_is_refused_and_kept(model_file, tmp_path, capsys):
     same = tmp_path / "same.txt"
     same.write_text("Ein Hund läuft.\nEine Frau liest.\n", encoding="utf-8")

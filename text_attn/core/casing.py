@@ -30,10 +30,22 @@ from collections.abc import Container, Iterable
 WORD = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*")  # a word: letters, joined by hyphens or apostrophes (' or ’)
 
 
+# characters no reader sees, there to guide a typesetter or a renderer: a soft hyphen (where a word may break), the
+# zero-width space, non-joiner and joiner, the word joiner, a byte-order mark inside a text. Read, they cut a word in
+# two ("Fahr\u00adrad" -> "riding the train of some wheel") or made a line that looks blank an "empty sentence"
+INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))
+
+
+def visible(text: str) -> str:
+    """``text`` without the characters no reader sees (:data:`INVISIBLE`)."""
+    return text.translate(INVISIBLE)
+
+
 def composed(text: str) -> str:
     """``text`` with its letters composed (NFC): "ä" typed as "a" + a combining diaeresis (macOS file names, some
-    keyboards) is otherwise cased letter by letter ("LÄuft") and read as unknown words."""
-    return unicodedata.normalize("NFC", text)
+    keyboards) is otherwise cased letter by letter ("LÄuft") and read as unknown words; and without the characters no
+    reader sees (:func:`visible`)."""
+    return unicodedata.normalize("NFC", visible(text))
 
 
 def changed_reading(text: str, read: str) -> str | None:

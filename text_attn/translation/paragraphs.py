@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from text_attn.core.casing import visible
 from text_attn.translation.sentences import item_mark
 
 SOFT_HYPHEN = "\u00ad"
@@ -236,7 +237,7 @@ def paragraphs(
     for line in lines:
         if line is None:
             yield None
-        elif line.strip():
+        elif visible(line).strip():  # a line of a zero-width space alone is blank too
             held.append(line)
         elif held:
             yield join_wrapped(held, word_logp, wide)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from text_attn.core import startup_gc
-from text_attn.core.casing import changed_reading
+from text_attn.core.casing import changed_reading, visible
 from text_attn.core.errors import (
     and_more,
     check_dash_inputs,
@@ -368,7 +368,8 @@ def _translate_stream(
             above = line
         if records is not None:
             typed_lines[n] = line
-        if not args.sentences and not line.strip():  # a file's blank line (between paragraphs): nothing to translate
+        # a file's blank line (between paragraphs; a zero-width space or a byte-order mark alone): nothing to translate
+        if not args.sentences and not visible(line).strip():
             blank.add(n)
             chunk.append((n, None))
             if len(chunk) == args.batch_size:
