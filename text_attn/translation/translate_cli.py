@@ -114,6 +114,18 @@ def _count_named(progress: dict[str, Any], kind: str, named: tuple) -> None:
         first.append(named)
 
 
+def _written(args: argparse.Namespace, progress: dict[str, Any]) -> str:
+    """How far an interrupted run came, in each file --resume continues: "8 input(s) in a.en and a.jsonl"; where
+    Ctrl-C came between a batch's --output lines and its records, "12 input(s) in a.en, 8 in a.jsonl"."""
+    done, files = progress.get("done", 0), continued(args)
+    held = {path: done + (progress.get("ahead", 0) if flag == "--output" else 0) for flag, path in files.items()}
+    if len(set(held.values())) > 1:
+        return ", ".join(f"{n} input(s) in {path}" if not k else f"{n} in {path}" for k, (path, n) in
+                         enumerate(held.items()))  # fmt: skip
+    count = next(iter(held.values()), done)
+    return f"{count} input(s)" + (f" in {' and '.join(held)}" if held else "")
+
+
 def _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, readings, blank) -> None:
     """--jsonl: the chunk's records (text_attn.translation.records.input_record), one a line in input order, each
     input's line as typed taken out of ``typed_lines``; ``readings``: by translated input's number, its readings best
@@ -295,6 +307,7 @@ def _translate_stream(
         with failing_as(f"--output {args.output}" if args.output else "stdout"):
             out.write(written)
             out.flush()
+        progress["ahead"] = len(chunk)  # --output holds this chunk; the others may not yet (Ctrl-C's line says so)
         if records is not None:  # a record per input, a failed one's with its error, in input order
             _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, readings_of,
                            blank)  # fmt: skip
@@ -305,6 +318,7 @@ def _translate_stream(
                 align.write(lines)
                 align.flush()
         progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
+        progress["ahead"] = 0
         if recorded:  # the inputs' digest of FILE.run.json: now of every input written
             _keep_records(args, recorded)
         count("cut", [n for (n, _), tr in zip(good, outs, strict=True) if tr.truncated])
@@ -1083,8 +1097,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     # Ctrl-C: the sentences written are scored (and --scores written), and the line says it is only those
     score_run(args, progress, progress.get("done", 0), translator.codec.lowercased, interrupted)
     if interrupted:
-        where = f" in {' and '.join(continued(args).values())}" if continued(args) else ""
-        print(f"translate: interrupted after {progress.get('done', 0)} input(s){where}", file=sys.stderr)
+        print(f"translate: interrupted after {_written(args, progress)}", file=sys.stderr)
         raise SystemExit(interrupted)
     if not seen:
         fail("translate", "no input: give sentences as arguments or on stdin")
