@@ -48,6 +48,8 @@ def test_each_translation_and_reading_names_its_unseen_words(model_file, tmp_pat
     assert [t.unseen_words for t in translator.translate(lines, beam_size=1, max_len=3)] == [["Regenwald"], []]
     (given,) = translator.read([lines[0]], "A man rides a bike.")
     assert given.unseen_words == ["Regenwald"]
+    # a list item's marker is put back, not read: not a word the model never saw ("b) ..." named "b")
+    assert translator.unseen_words(f"b) {DE[0]}\nx) {DE[1]}") == [] and translator.unseen_words(f"{DE[0]} b") == ["b"]
     # a word model reads such a word as <unk> and names it in `unknown`: not twice
     word = Translator.load(tiny_word_model_file(tmp_path / "w.pt"))
     (tr,) = word.translate(["ein regenwald"], beam_size=1, max_len=2)

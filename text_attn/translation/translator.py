@@ -394,7 +394,9 @@ class Translator:
         _one_text(text, "unseen_words")
         if self.codec.mode == "word":
             return []
-        return unseen_words(self.source_check, composed(plain(text)))  # as read: a link's address is not
+        # as read: a link's address is not, nor a list item's marker ("b) Ein Hund": "b" is put back, not read)
+        read = " ".join(item_mark(piece)[1] for piece in split_sentences(text)) if item_marks(text) else text
+        return unseen_words(self.source_check, composed(plain(read)))
 
     def word_logp(self, word: str) -> float | None:
         """How often the model's training source text writes ``word`` (compared lowercased): its log-probability in
