@@ -4,6 +4,7 @@ pipe sends them, the lines that break a sentence off found (and Multi30k's own l
 
 import math
 import warnings
+import unicodedata
 
 import pytest
 
@@ -40,10 +41,14 @@ from text_attn.translation.translator import BrokenLinesWarning, Translator
         (["a four-", "year-old boy"], "a fouryear-old boy"),  # nothing to ask: joined whole
         ([], ""),
         (["   "], ""),
+        (["Ein Mädchen mit grün-", "weißem Hut."], "Ein Mädchen mit grünweißem Hut."),
     ],
 )
 def test_a_paragraphs_lines_are_joined_by_hand(lines, joined):
     assert join_wrapped(lines) == joined
+    # typed decomposed ("u" + a combining diaeresis: macOS), joined as typed composed ("grün-" ended in a mark)
+    decomposed = [unicodedata.normalize("NFD", line) for line in lines]
+    assert join_wrapped(decomposed) == unicodedata.normalize("NFC", joined)
 
 
 def test_the_models_words_decide_between_the_word_whole_and_hyphened():

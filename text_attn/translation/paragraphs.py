@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -86,7 +87,7 @@ def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] 
     runs: list[tuple[str, list[str], str]] = []
     ended = False  # a blank line above: the next line starts a paragraph
     for line in lines:
-        quote, rest = quoted(line)
+        quote, rest = quoted(unicodedata.normalize("NFC", line))  # "grün-" typed decomposed is a word's end too
         if not rest:  # a blank line ends a paragraph; a quote's (">" alone) is skipped
             ended = ended or not quote
             continue
