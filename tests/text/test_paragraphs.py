@@ -3,8 +3,8 @@ a hyphen broke at a line's end made whole where it should be and not where it sh
 pipe sends them, the lines that break a sentence off found (and Multi30k's own lines not), a model's words asked."""
 
 import math
-import warnings
 import unicodedata
+import warnings
 
 import pytest
 
