@@ -59,8 +59,17 @@ def test_misaligned_files_empty_lines_and_bad_bytes_name_file_and_line(tmp_path)
     en.write_text("A dog.\n\n")
     with pytest.raises(TaskError, match=r"a\.en:2: empty sentence \(line 2 of .*a\.de\.gz is not\)"):
         read_parallel_text(de, en)
+    en.write_text("A dog.\n\u200b\u200e\n")  # invisible characters alone: as empty
+    with pytest.raises(TaskError, match=r"a\.en:2: empty sentence \(line 2 of .*a\.de\.gz is not\)"):
+        read_parallel_text(de, en)
     en.write_text("A dog.\nTwo dogs.\n")
     assert read_parallel_text(de, en) == [("Ein Hund.", "A dog."), ("Zwei Hunde.", "Two dogs.")]
+    tsv = tmp_path / "p.tsv"
+    tsv.write_text("Ein Hund.\tA dog.\n\u200b\tTwo dogs.\nEin Fahr\u00adrad.\tA bike.\n")
+    with pytest.raises(TaskError, match=r"p\.tsv:2: empty sentence in column 0"):
+        read_tsv_text(tsv)
+    tsv.write_text("Ein Hund.\tA dog.\nEin Fahr\u00adrad.\tA bike.\n")
+    assert [(s, t) for s, t, _ in read_tsv_text(tsv)][1] == ("Ein Fahrrad.", "A bike.")  # trained as translated
     de.write_bytes(gzip.compress(b"Ein Hund.\nZwei H\xfcnde.\n"))  # Latin-1, not UTF-8
     with pytest.raises(TaskError, match=r"a\.de\.gz:2: not valid UTF-8"):
         read_parallel_text(de, en)

@@ -2,6 +2,7 @@
 alone: tests/core/test_batching.py.)"""
 
 import itertools
+import unicodedata
 
 import pytest
 
@@ -57,7 +58,10 @@ def _corpus(task: str, folder, pairs: list[tuple[str, str]], src: str) -> dict[s
 @pytest.mark.parametrize("task", ["tsv", "parallel"])
 def test_a_repeated_pair_is_kept_once_so_no_val_or_test_pair_is_a_train_pair(task, tmp_path, capsys):
     """Tatoeba and Anki exports repeat lines: 200 lines, 100 of them repeats, put 19 of 30 test pairs in train too."""
-    pairs = [(f"Der Satz mit der Zahl {i}.", f"The sentence with the number {i}.") for i in range(100)] * 2
+    pairs = [(f"Der Satz für die Zahl {i}.", f"The sentence for the number {i}.") for i in range(100)]
+    # the repeats as a pair may be typed again: "ü" decomposed (NFD), two spaces, a zero-width space
+    pairs += [(unicodedata.normalize("NFD", s) if i % 3 == 0 else s.replace(" ", "  " if i % 3 else " \u200b"), t)
+              for i, (s, t) in enumerate(pairs)]  # fmt: skip
     where = _corpus(task, tmp_path, pairs, "de")
     dm = TranslationDataModule(task=task, train_size=0, val_size=20, test_size=30, **where)
     dm.setup("fit")

@@ -31,9 +31,10 @@ WORD = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*")  # a word: letters, joined 
 
 
 # characters no reader sees, there to guide a typesetter or a renderer: a soft hyphen (where a word may break), the
-# zero-width space, non-joiner and joiner, the word joiner, a byte-order mark inside a text. Read, they cut a word in
-# two ("Fahr\u00adrad" -> "riding the train of some wheel") or made a line that looks blank an "empty sentence"
-INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))
+# zero-width space, non-joiner and joiner, the left-to-right and right-to-left marks, the word joiner, a byte-order
+# mark inside a text. Read, they cut a word in two ("Fahr\u00adrad" -> "riding the train of some wheel") or made a
+# line that looks blank an "empty sentence"
+INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"))
 
 
 def visible(text: str) -> str:

@@ -13,6 +13,7 @@ import stat
 import zlib
 from pathlib import Path
 
+from text_attn.core.casing import visible
 from text_attn.core.os_text import stdin_bytes
 from text_attn.core.ranks import say
 from text_attn.core.safe_files import (
@@ -122,7 +123,7 @@ def read_tsv_text(
             hint = "" if comma or "," not in cols[0] else " (commas between them? a .csv file is read as CSV)"
             hint = SEMICOLONS if comma and ";" in cols[0] else hint
             raise TaskError(f"{where}: expected at least {need} {kind} columns, found {len(cols)}{hint}")
-        s, t = cols[src_col].strip(), cols[tgt_col].strip()
+        s, t = visible(cols[src_col]).strip(), visible(cols[tgt_col]).strip()  # as translate reads a line
         if not s or not t:
             raise TaskError(f"{where}: empty sentence in column {src_col if not s else tgt_col}")
         out.append((s, t, where))
@@ -167,7 +168,7 @@ def _aligned_lines(src_path: str | Path, tgt_path: str | Path, max_pairs: int | 
     for i, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True), 1):
         if max_pairs is not None and len(out) >= max_pairs:
             break
-        s, t = s.strip(), t.strip()
+        s, t = visible(s).strip(), visible(t).strip()  # as translate reads a line
         if not s and not t:
             continue
         if not s or not t:

@@ -559,7 +559,12 @@ def _without_repeats(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Each (source, target) pair once, at its first line, with one note counting the repeats left out. Tatoeba and
     Anki exports repeat lines: a repeated pair landed in train and in val or test (200 lines, 100 of them repeats: 19
     of 30 test pairs also in train), and its scores measured memory, not translation."""
-    kept = list(dict.fromkeys(pairs))  # insertion order: the first occurrence stays, the split repeats with the seed
+    # as the codecs read a pair: composed (NFC), invisible characters out, runs of white space one ("Mädchen" typed
+    # decomposed, "Ein  Mann" were other pairs here, the same tokens in train and test)
+    first = {}
+    for pair in pairs:  # insertion order: the first occurrence stays, the split repeats with the seed
+        first.setdefault(tuple(" ".join(composed(side).split()) for side in pair), pair)
+    kept = list(first.values())
     if len(kept) < len(pairs):
         say(f"text data: note: left out {len(pairs) - len(kept)} repeated pair(s) (a pair written on more than one "
             f"line is kept once, at its first, so that no val or test pair is a train pair too); {len(kept)} "
