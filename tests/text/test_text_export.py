@@ -180,6 +180,7 @@ class _Code:
 
 def test_inputs_that_are_not_text_checkpoints_or_model_files(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("hello\n")
+    (tmp_path / "pairs.tsv").write_text("Ein Hund.\tA dog.\n")  # "E": a byte torch's weights-only reader does not know
     (tmp_path / "empty.pt").write_bytes(b"")
     torch.save({"a": torch.zeros(1), "code": _Code()}, tmp_path / "code.pt")  # an object: code to run when read
     torch.save({"a": torch.zeros(1)}, tmp_path / "plain.pt")
@@ -193,6 +194,7 @@ def test_inputs_that_are_not_text_checkpoints_or_model_files(tmp_path, capsys):
     cases = [
         ("missing.ckpt", "no such file"),
         ("notes.txt", "not a checkpoint or model file: 6 bytes that torch cannot read as one"),
+        ("pairs.tsv", "not a checkpoint or model file: 17 bytes that torch cannot read as one"),  # said code
         ("empty.pt", "not a checkpoint or model file: an empty file"),  # the exception's name (EOFError) said nothing
         ("code.pt", "refused: it holds more than tensors and plain values"),
         ("plain.pt", "neither a text-train checkpoint nor a text model file"),

@@ -31,7 +31,6 @@ import functools
 import inspect
 import logging
 import os
-import pickle
 import re
 import sys
 import warnings
@@ -372,9 +371,9 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 raise ValueError(f"--ckpt_path {ckpt_path}: no such file")
             try:
                 ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True)
-            except pickle.UnpicklingError:  # as AtomicCheckpointIO says it
-                raise CheckpointRefused(f"{ckpt_path}: {CODE_REFUSED}") from None
-            except Exception:  # noqa: BLE001 - any unreadable file gets the same one line
+            except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one line
+                if run_checkpoints.holds_code(err):  # as AtomicCheckpointIO says it
+                    raise CheckpointRefused(f"{ckpt_path}: {CODE_REFUSED}") from None
                 what = run_checkpoints.torch_unreadable(ckpt_path)
                 raise ValueError(
                     f"--ckpt_path {ckpt_path}: not a training checkpoint: {what} (cut off by a copy "

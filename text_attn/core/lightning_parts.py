@@ -39,7 +39,7 @@ from torch import nn
 from text_attn.core.errors import WriteError, one_line
 from text_attn.core.log_record import RECORD, record_logs
 from text_attn.core.ranks import say
-from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
+from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, holds_code, remote_message
 from text_attn.core.safe_files import atomic_output, write_text
 
 
@@ -54,7 +54,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             raise CheckpointRefused(remote_message(path))
         try:
             return torch.load(path, map_location=map_location or "cpu", weights_only=True)
-        except pickle.UnpicklingError:
+        except pickle.UnpicklingError as err:
+            if not holds_code(err):  # not a checkpoint at all: Lightning's caller says so with the path
+                raise
             raise CheckpointRefused(f"{path}: {CODE_REFUSED}") from None
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:

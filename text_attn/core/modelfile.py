@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import pickle
 import re
 import shlex
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import missing, one_line
-from text_attn.core.run_checkpoints import CODE_REFUSED, torch_unreadable
+from text_attn.core.run_checkpoints import CODE_REFUSED, holds_code, torch_unreadable
 from text_attn.core.safe_files import inert, refuse_overlap, write_bytes
 
 
@@ -204,9 +203,9 @@ def read_export_source(src: str | Path) -> Any:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except OSError as exc:  # there, but unreadable (no permission): its reason, not a verdict on its content
         raise ModelFileError(cannot_read(src, exc)) from None
-    except pickle.UnpicklingError:  # code in the file, which weights_only refuses to run (as the trainers say it)
-        raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
-    except Exception:  # noqa: BLE001 - any unreadable file gets the same one-line answer, with what it is
+    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer, with what it is
+        if holds_code(err):  # code in the file, which weights_only refuses to run (as the trainers say it)
+            raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
         what = torch_unreadable(path)
         raise ModelFileError(
             f"{src}: not a checkpoint or model file: {what} (cut off by a copy or a full disk?)"

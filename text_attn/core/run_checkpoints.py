@@ -20,6 +20,7 @@ Neither found: ``fit`` goes on as Lightning would (from the start: "set and forg
 
 from __future__ import annotations
 
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,12 @@ def torch_unreadable(path: str | Path) -> str:
     name (RuntimeError, KeyError, EOFError said nothing)."""
     size = Path(path).stat().st_size
     return "an empty file" if size == 0 else f"{size:,} bytes that torch cannot read as one"
+
+
+def holds_code(err: Exception) -> bool:
+    """Whether torch's weights-only reader refused a file for what it holds (pickled objects or code) rather than for
+    not being a pickle at all (a text file, random bytes: "Unsupported operand"), which is unreadable, not code."""
+    return isinstance(err, pickle.UnpicklingError) and "Unsupported operand" not in str(err)
 
 
 class CheckpointRefused(ValueError):
