@@ -133,6 +133,9 @@ def test_bad_subword_settings_are_one_line():
     # SentencePiece's own words (its source file and line) give way to the number that matters
     with pytest.raises(SubwordError, match=r"^5000 subword units are more than this training text gives: at most \d+$"):
         Subwords.train(["a b c", "d e f"], vocab_size=5000)
+    many = ["".join(chr(0x400 + i) for i in range(k, k + 40)) for k in range(0, 200, 5)]  # 240 characters, each one
+    with pytest.raises(SubwordError, match=r"^300 subword units are fewer than this training text needs: at least"):
+        Subwords.train(many, vocab_size=300)
     with pytest.raises(SubwordError, match="not a SentencePiece model"):
         Subwords(b"not a model")
     with pytest.raises(ValueError, match="data.tokenizer subword is for real text"):

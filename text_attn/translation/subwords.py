@@ -117,6 +117,10 @@ class Subwords:
             if most:  # SentencePiece's own words name its source file and line: the number is what matters
                 raise SubwordError(f"{vocab_size} subword units are more than this training text gives: at most "
                                    f"{most.group(1)}") from None  # fmt: skip
+            least = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(exc))
+            if least:  # each character of the text is a piece of its own, with the bytes and the special pieces
+                raise SubwordError(f"{vocab_size} subword units are fewer than this training text needs: at least "
+                                   f"{least.group(1)} (one a character it writes)") from None  # fmt: skip
             raise SubwordError(f"cannot learn {vocab_size} subword units: {' '.join(str(exc).split())[:200]}") from None
         return cls(out.getvalue())
 
