@@ -200,12 +200,16 @@ def thumbnail(image: Image.Image) -> tuple[str, tuple[int, int]]:
     400 one was drawn 384 x 26, its 9 x 9 map unreadable)."""
     rgb = to_rgb(image)
     width, height = rgb.size
-    small = rgb.copy()
-    small.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS)
+    canvas = panel_size((width, height), MAX_SIDE)
+    if min(width, height) * MAX_SIDE < min(canvas) * max(width, height):  # stretched: the picture is too (a 10000 x
+        small = rgb.resize(canvas, Image.Resampling.LANCZOS)  # 50 one was sent 384 x 2, a smear on its canvas)
+    else:
+        small = rgb.copy()
+        small.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS)
     buf = io.BytesIO()
     small.save(buf, format="JPEG", quality=JPEG_QUALITY, optimize=True)
     uri = "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-    return uri, panel_size((width, height), MAX_SIDE)
+    return uri, canvas
 
 
 def section_data(record: dict[str, Any], image: Image.Image) -> dict[str, Any]:

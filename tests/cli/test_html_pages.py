@@ -4,6 +4,8 @@ tests/helpers/browser.py): the scripts run without an error, and real mouse and 
 what is shown (the canvas pixels for captions; word highlights and the grid for translations). (Quantised attention
 round-trips: tests/core/test_html_page.py.)"""
 
+import base64
+import io
 import json
 import os
 import random
@@ -247,8 +249,14 @@ def test_a_panoramas_canvas_is_stretched_to_one_in_four_as_the_overlay_pngs_pane
     from attention_serve.page import render
     from captioning.views.caption_page import MAX_SIDE, thumbnail
 
-    for size, canvas in (((6000, 400), (384, 96)), ((400, 6000), (96, 384)), ((500, 375), (384, 288))):
-        assert thumbnail(Image.new("RGB", size))[1] == canvas
+    for size, canvas, sent in (((6000, 400), (384, 96), (384, 96)), ((400, 6000), (96, 384), (96, 384)),
+                               ((500, 375), (384, 288), (384, 288)), ((10000, 50), (384, 96), (384, 96)),
+                               ((200, 150), (384, 288), (200, 150))):  # fmt: skip
+        uri, drawn = thumbnail(Image.new("RGB", size))
+        assert drawn == canvas
+        # the picture is stretched as its canvas is: a 10000 x 50 one was sent 384 x 2, a smear; a small one is sent
+        # as it is (the browser scales it up)
+        assert Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).size == sent
     page = render({"model": "m"}, None, api_key=False).decode()
     assert '"aspect":4,' in page and "Math.ceil(CFG.side / CFG.aspect)" in page
     assert MAX_SIDE == 384
