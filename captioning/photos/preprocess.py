@@ -151,8 +151,8 @@ def to_rgb(img: Image.Image) -> Image.Image:
     PIL's own convert("RGB") clips 16-bit values at 255 (a mostly white image), hence the scaling.
     Modes "I;16" and "I" (32-bit int) are read as 16-bit when they hold values above 255, else as 8-bit (Pillow's
     convert("I;16") of an 8-bit image keeps its 0..255: scaled, it was captioned nearly black); "F" as 0..1 when its
-    maximum is at most 1, else as 0..255. "La" (premultiplied alpha) is un-premultiplied first (Pillow converts it to
-    "LA" alone).
+    finite maximum is at most 1, else as 0..255, a NaN or an infinity as 0. "La" (premultiplied alpha) is
+    un-premultiplied first (Pillow converts it to "LA" alone).
     """
     mode = img.mode
     if mode == "RGB":
@@ -161,10 +161,13 @@ def to_rgb(img: Image.Image) -> Image.Image:
         img, mode = img.convert("LA"), "LA"
     if mode.startswith("I;16") or mode in ("I", "F"):
         arr = np.asarray(img, dtype=np.float64)
-        if (mode.startswith("I;16") or mode == "I") and arr.size and arr.max() > 255:
+        if mode == "F":  # one NaN or infinity made the maximum NaN and the whole photo black: they read as 0, and
+            finite = np.isfinite(arr)  # the range is judged on the finite values
+            arr = np.where(finite, arr, 0.0)
+            if finite.any() and arr[finite].max() <= 1.0:
+                arr = arr * 255.0
+        elif arr.size and arr.max() > 255:
             arr = arr / 257.0  # 65535 -> 255
-        elif mode == "F" and arr.size and arr.max() <= 1.0:
-            arr = arr * 255.0
         grey = np.clip(np.rint(arr), 0, 255).astype(np.uint8)
         return Image.fromarray(grey, mode="L").convert("RGB")
     has_alpha = mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in img.info

@@ -23,7 +23,7 @@ from captioning.model.encoder import (
     _lite_weights_file,
     _read_state_dict,
 )
-from captioning.photos.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess
+from captioning.photos.preprocess import IMAGENET_MEAN, IMAGENET_STD, LITE_MEAN, LITE_STD, Preprocess, to_rgb
 
 IMAGES = Path(__file__).parent.parent / "fixtures" / "images"
 
@@ -253,6 +253,14 @@ def test_preprocess_converts_any_mode(img: Image.Image, rgb: tuple[int, int, int
     x = pre(img)
     assert x.shape == (3, 16, 16) and x.dtype == torch.float32
     torch.testing.assert_close(x, _expected(rgb, pre).view(3, 1, 1).expand(3, 16, 16), atol=1e-5, rtol=0)
+
+
+def test_a_float_photos_nan_or_infinity_reads_as_zero_and_leaves_the_rest_as_it_was() -> None:
+    """One NaN in a float (F) TIFF made its maximum NaN: the photo was read as 0..255 and came out black."""
+    arr = np.full((4, 6), 0.5, dtype=np.float32)
+    arr[0, 0], arr[1, 1], arr[2, 2] = np.nan, np.inf, -np.inf
+    grey = np.asarray(to_rgb(Image.fromarray(arr, mode="F")))[..., 0]
+    assert grey[0, 0] == grey[1, 1] == grey[2, 2] == 0 and (grey[3] == 128).all()
 
 
 def test_preprocess_palette_image() -> None:
