@@ -361,9 +361,12 @@ def draw_overlay(
 
 
 def word_filename(stem: str, index: int, word: str, suffix: str = ".png") -> str:
-    """``stem-03-circle.png``: 1-based position, the word reduced to safe file-name characters; a long stem cut to
-    fit (captioning.views.file_names); ``suffix``: the picture's format (:data:`FORMATS`)."""
+    """``stem-03-circle.png``: 1-based position, the word reduced to safe file-name characters (never ending as an
+    overlay's name does, ``-attention``); a long stem cut to fit (captioning.views.file_names); ``suffix``: the
+    picture's format (:data:`FORMATS`)."""
     safe = (re.sub(r"[^A-Za-z0-9_-]+", "_", word).strip("_") or "word")[:64]
+    if safe.lower() == "attention":  # "p-01-attention.png" is a photo p-01's overlay: p's first word "attention" was
+        safe += "_"  # written over it
     tail = f"-{index:02d}-{safe}{suffix}"
     return f"{fitted(stem, tail)}{tail}"
 

@@ -285,6 +285,8 @@ def test_word_panels(tmp_path):
     corner = out[HEADER + 10 : HEADER + 60, GAP + 10 : GAP + 60]  # cell (0, 0), far from it: dimmed
     np.testing.assert_allclose(corner, FLOOR * base[10:60, 10:60], atol=1)
     assert word_filename("x", 12, "a/b c") == "x-12-a_b_c.png"
+    # never a photo's overlay name: p.png's first word "attention" was written over p-01.png's overlay
+    assert word_filename("p", 1, "Attention") == "p-01-Attention_.png" != "p-01" + "-attention.png"
 
 
 @pytest.mark.parametrize("size", [(1, 1000), (1000, 1), (40, 1000)])
