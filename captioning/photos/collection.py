@@ -16,6 +16,7 @@ from typing import Any
 from PIL import ExifTags, Image
 from torch.utils.data import Dataset
 
+from captioning.photos.colour import converts
 from captioning.photos.photo_check import photo_stats
 from captioning.photos.preprocess import ImageReadError, Preprocess, load_photo
 from text_attn.core.os_text import os_name, utf8_name
@@ -100,8 +101,8 @@ def read_done(jsonl: Path) -> set[str]:
 def read_jpeg(name: str, src: str | bytes) -> dict[str, Any] | None:
     """A photo for ``caption --decode-on-device``: a baseline JPEG's bytes (a 1-D uint8 tensor, decoded later on the
     model's device: captioning.photos.device_prepare) and its size after the EXIF rotation, read from its header
-    without decoding it. None for anything else (progressive or CMYK JPEGs, other formats, unreadable files): those
-    are read and prepared here as usual, which also says what is wrong with them."""
+    without decoding it. None for anything else (progressive or CMYK JPEGs, colours in another space than sRGB, other
+    formats, unreadable files): those are read and prepared here as usual, which also says what is wrong with them."""
     import torch
 
     try:
@@ -110,6 +111,7 @@ def read_jpeg(name: str, src: str | bytes) -> dict[str, Any] | None:
             warnings.simplefilter("always", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data), formats=["JPEG"]) as img:
                 plain = img.format == "JPEG" and img.mode in ("RGB", "L") and not img.info.get("progressive")
+                plain = plain and not converts(img.info)  # its colours to sRGB: Pillow's path (colour.in_srgb)
                 width, height = img.size
                 turned = img.getexif().get(ExifTags.Base.Orientation) in (5, 6, 7, 8)  # as load_photo reads it
     except Exception:  # noqa: BLE001 - the usual reading names the problem

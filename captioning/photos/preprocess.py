@@ -20,6 +20,7 @@ import PIL
 import torch
 from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
+from captioning.photos.colour import in_srgb
 from text_attn.core.errors import missing, one_line
 from text_attn.core.safe_files import name_refused
 
@@ -392,7 +393,7 @@ def load_photo(
         # exif_transpose already turned carries no orientation, so it is not turned twice)
         try:  # Image.open reads the pixels only now: a closed image, or a damaged or cut-off file, fails here
             turned = ImageOps.exif_transpose(src)
-            return to_rgb(turned), turned.size
+            return in_srgb(to_rgb(turned), src.info), turned.size
         except (OSError, ValueError, SyntaxError) as err:  # PIL's for closed images, damaged and truncated data
             raise ImageReadError(f"a PIL image: cannot be read ({one_line(err)})", "not_image") from None
     if isinstance(src, (bytes, bytearray, memoryview)):  # an upload (the server), a caller's bytes: named ``name``
@@ -421,7 +422,8 @@ def load_photo(
             turned = img.getexif().get(ExifTags.Base.Orientation) in (5, 6, 7, 8)
             if min_side is not None and img.format == "JPEG":
                 img.draft(img.mode, (int(min_side), int(min_side)))  # no-op unless both sides stay >= min_side
-            rgb = to_rgb(ImageOps.exif_transpose(img))  # exif_transpose returns a loaded copy
+            # exif_transpose returns a loaded copy; colours stored in another RGB space than sRGB: as a viewer shows
+            rgb = in_srgb(to_rgb(ImageOps.exif_transpose(img)), img.info)
             # a JPEG decoded at 1/2-1/8 reports the full size from its header, turned as it is shown; any other photo
             # from what was decoded: Pillow 12+ opens a turned TIFF with its sides already swapped, and swapping them
             # again reported a portrait as a landscape
