@@ -3,7 +3,7 @@ r"""Is attention an explanation? The faithfulness measure (text_attn.core.faithf
 the command below (docs/faithfulness.md: 7 min 46 s).
 
     python benchmarks/faithfulness.py --flickr8k-root ../shared/data/flickr8k --multi30k-root ../shared/data/multi30k \
-        --shapes-hard runs/shapes_hard/model.pt --flickr8k-hard runs/f8k_hard/hard_scst/model.pt \
+        --shapes-hard runs/shapes_hard/model.pt --flickr8k-hard runs/flickr8k_lite2_hard/model.pt \
         --json docs/faithfulness.json
 
 For each word a model generated (its own caption or translation as the prefix), its input units (a photo's regions, a
@@ -231,6 +231,9 @@ def _f(x: float) -> str:
     return "–" if x != x else f"{x:.3f}"
 
 
+FAMILIES = ("flickr8k", "pixel", "shapes", "hard", "text")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--flickr8k-root", type=Path, help="Flickr8k (either layout): its test photos; without it, no rows")
@@ -240,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenes", type=int, default=30, help="shapes test scenes (default 30)")
     p.add_argument("--sentences", type=int, default=30, help="Multi30k test sentences per translator (default 30)")
     p.add_argument("--draws", type=int, default=3, help="random orders per word (default 3)")
-    p.add_argument("--families", nargs="+", default=["flickr8k", "pixel", "shapes", "hard", "text"],
+    p.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES, metavar="FAMILY",
                    help="which tables: flickr8k, pixel, shapes, hard, text (default: all)")  # fmt: skip
     p.add_argument(
         "--shapes-hard",
@@ -278,16 +281,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=new_file, help="write every word's numbers here")
     args = p.parse_args(argv)
     for name in ("photos", "pixel_photos", "scenes", "sentences", "draws", "threads", "fill_photos"):
-        if getattr(args, name) < (1 if name in ("draws", "threads", "fill_photos") else 0):
-            p.error(f"--{name.replace('_', '-')} must be positive")
+        if getattr(args, name) < 1:  # 0 photos, scenes or sentences measured nothing and exited 0
+            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     torch.set_num_threads(args.threads)
     from captioning.model.captioner import Captioner
 
     for flag in ("shapes_hard", "flickr8k_hard", "caption_model"):
         if getattr(args, flag) is not None and not getattr(args, flag).is_file():
             p.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: no such model file")
+
+    def hard_model(flag: str):
+        """--shapes-hard / --flickr8k-hard's model, refused in one line before any table where its attention is
+        soft (it was a traceback when its table came, the tables measured before it lost)."""
+        model = Captioner.load(getattr(args, flag))
+        if (kind := model.model.decoder.cfg.attention) != "hard":
+            p.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: a {kind}-attention model; the hard rows "
+                    "need a hard-attention one (configs/caption/*hard*.yaml)")  # fmt: skip
+        return model
+
     tables: list[tuple[str, str, Callable[[], list[WordResult]]]] = []
     plausible: dict[str, dict] = {}  # model label -> its object words' counts (shapes_plausibility)
+    hard = hard_model("flickr8k_hard") if args.flickr8k_root and args.flickr8k_hard and "hard" in args.families \
+        else None  # fmt: skip
+    hard_shapes = hard_model("shapes_hard") if args.shapes_hard and "hard" in args.families else None
+    photos = []
+    if args.flickr8k_root and hard is not None and not {"flickr8k", "pixel"} & set(args.families):
+        photos = flickr8k_photos(args.flickr8k_root, args.photos, hard.preprocess)  # the hard rows alone
     if args.flickr8k_root and {"flickr8k", "pixel"} & set(args.families):
         bundled = Captioner.load(args.caption_model)  # None: the bundled one
         photos = flickr8k_photos(args.flickr8k_root, args.photos, bundled.preprocess)
@@ -312,16 +331,16 @@ def main(argv: list[str] | None = None) -> int:
                 p.error(f"--families pixel: {err}")
             tables.append((whole, f"pixel space ({side} x {side} blocks greyed), {len(some)} "
                            "test photos", lambda: photo_words(bundled, some, args.draws, pixel=True)))  # fmt: skip
-        if "hard" in args.families and args.flickr8k_hard:
-            hard = Captioner.load(args.flickr8k_hard)  # its own encoder: a --fill train of the bundled one's regions
-            hard_fill = train_fill(hard, args.flickr8k_root, args.fill_photos) if args.fill == "train" else None
-            for mode, label in HARD_MODES.items():
-                measure = partial(photo_words, hard, photos, args.draws, fill=hard_fill)
-                tables.append((f"Flickr8k captioner ({label})", f"{space}, {len(photos)} test photos",
-                               hard_mode(hard, mode, measure)))  # fmt: skip
+    if hard is not None:  # its own encoder: a --fill train of the bundled one's regions would not fit it
+        hard_fill = train_fill(hard, args.flickr8k_root, args.fill_photos) if args.fill == "train" else None
+        space = "feature space" if hard_fill is None else \
+            f"feature space (fill: {args.fill_photos} training photos' mean region)"  # fmt: skip
+        for mode, label in HARD_MODES.items():
+            measure = partial(photo_words, hard, photos, args.draws, fill=hard_fill)
+            tables.append((f"Flickr8k captioner ({label})", f"{space}, {len(photos)} test photos",
+                           hard_mode(hard, mode, measure)))  # fmt: skip
     shapes_models = [("soft", Captioner.load("shapes"), None)] if "shapes" in args.families else []
-    if "hard" in args.families and args.shapes_hard:
-        hard_shapes = Captioner.load(args.shapes_hard)
+    if hard_shapes is not None:
         shapes_models += [(label, hard_shapes, mode) for mode, label in HARD_MODES.items()]
     if shapes_models:
         from captioning.training.shapes import make_scenes

@@ -72,6 +72,43 @@ def test_a_missing_model_is_one_line(tmp_path, capsys, flag):
     assert "Traceback" not in err
 
 
+def test_bad_counts_families_and_a_soft_model_for_the_hard_rows_are_refused_before_any_table(capsys):
+    for args, says in (
+        (["--photos", "0"], "--photos must be at least 1, got 0"),  # measured nothing and exited 0
+        (["--families", "text", "bogus"], "invalid choice: 'bogus'"),  # was dropped unsaid
+        (["--families", "hard", "--shapes-hard", SHAPES_MODEL], "a soft-attention model; the hard rows need"),
+    ):
+        code, out, err = run_main(SCRIPT, capsys, *args)
+        assert code == 2 and says in err and out == "", err
+        assert "Traceback" not in err
+
+
+@pytest.mark.long
+def test_the_flickr8k_hard_rows_run_alone(tmp_path, capsys, monkeypatch):
+    """--families hard --flickr8k-hard measured nothing ("nothing to measure") unless flickr8k or pixel was listed
+    too, which measured the soft captioner as well."""
+    from helpers.flickr8k import write_original
+    from helpers.tiny_captioner import separate_run
+
+    from text_attn.core.vocab import Vocabulary
+
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    data = write_original(tmp_path / "f8k", copies=True)
+    separate_run(Vocabulary.build(["a photo of the rocket coffee".split()]), 1, tmp_path / "soft.pt")
+    model = torch.load(tmp_path / "soft.pt", weights_only=True)
+    model["decoder"]["attention"] = "hard"
+    old, new = "decoder.attention.", "decoder.attention.scorer."
+    model["state_dict"] = {new + k[len(old) :] if k.startswith(old) else k: v for k, v in model["state_dict"].items()}
+    torch.save(model, tmp_path / "hard.pt")
+    out = tmp_path / "f.json"
+    args = ["--flickr8k-root", data, "--families", "hard", "--flickr8k-hard", tmp_path / "hard.pt", "--photos", "1",
+            "--draws", "1", "--threads", "1", "--json", out]  # fmt: skip
+    code, _, err = run_main(SCRIPT, capsys, *args)
+    assert code == 0, err[-2000:]
+    names = [f["name"] for f in json.loads(out.read_text())["families"]]
+    assert names == ["Flickr8k captioner (hard, one region a word)", "Flickr8k captioner (hard, the expected context)"]
+
+
 def test_a_missing_text_model_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script's folder, as running it puts it first
     (tmp_path / "test_2016_flickr.de").write_text("Ein Mann fährt Fahrrad.\n")
