@@ -105,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
                          "resamples": args.resamples, "seed": args.seed, "tables": []}  # fmt: skip
     a_tables = chosen(read_tables(args.a), args.table, args.a)
     b_tables = {title(t): t for t in read_tables(args.b)} if args.b else None
+    if args.measures:  # a name no table holds was dropped unsaid
+        known = dict.fromkeys(m.source for t in a_tables for m in fb.measures_of(t["words"]))
+        if unknown := [name for name in args.measures if name not in known]:
+            raise FaithfulnessFileError(f"--measures {' '.join(unknown)}: not a measure of {args.a} (its measures: "
+                                        f"{', '.join(known)})")  # fmt: skip
     for table in a_tables:
         try:
             if b_tables is not None:
@@ -156,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
              "metric": m.metric, "a_mean": d.a, "b_mean": d.b, "a_minus_b": d.delta, "interval_95": [d.low, d.high],
              "a_above": d.a_ahead, "a_interval_95": list(d.a_range), "b_interval_95": list(d.b_range),
              "verdict": m.verdict(d)} for m, d in pairs]})  # fmt: skip
+    if b_tables is not None and not record["tables"]:  # every table skipped: nothing compared, and exit 0
+        raise FaithfulnessFileError(f"{args.a} and {args.b} have no table in common (A: "
+                                    f"{'; '.join(title(t) for t in a_tables)}; B: {'; '.join(b_tables)})")  # fmt: skip
     print("\n".join(lines))
     if args.json:
         from _runs import record_json

@@ -91,10 +91,22 @@ def test_one_table_each_under_other_titles_is_compared_with_a_note(tmp_path, cap
 
 @pytest.mark.parametrize(
     "case",
-    ["missing", "not_json", "no_families", "no_table", "other_inputs", "no_against", "no_items", "no_measure"],
+    [
+        "missing",
+        "not_json",
+        "no_families",
+        "no_table",
+        "other_inputs",
+        "no_against",
+        "no_items",
+        "no_measure",
+        "unknown_measure",
+        "nothing_in_common",
+    ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case):
     good = write(tmp_path / "good.json", [(TITLE, words([[0.5, 0.6], [0.55], [0.6]]))])
+    bare = [{k: v for k, v in w.items() if k != "interventions"} for w in words([[0.5, 0.6], [0.55], [0.6]])]
     args = {
         "missing": [tmp_path / "nowhere.json"],
         "not_json": [tmp_path / "bad.json"],
@@ -103,7 +115,16 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case):
         "other_inputs": [good, write(tmp_path / "two.json", [(TITLE, words([[0.5], [0.6]]))])],
         "no_against": [good, "--against", "gradient"],
         "no_items": [tmp_path / "old.json"],
-        "no_measure": [good, good, "--measures", "gradcam"],
+        "no_measure": [good, write(tmp_path / "bare.json", [(TITLE, bare)]), "--measures", "uniform"],
+        "unknown_measure": [good, good, "--measures", "attention", "gradcam"],  # was dropped unsaid
+        # every table skipped: nothing compared, and exit 0
+        "nothing_in_common": [
+            good,
+            write(
+                tmp_path / "other.json",
+                [({**TITLE, "removal": f"{k} sentences"}, w) for k, w in ((4, bare), (5, bare))],
+            ),
+        ],
     }[case]
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "scores.json").write_text(json.dumps({"per_photo": []}))
@@ -114,6 +135,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case):
     write(tmp_path / "old.json", [(TITLE, old)])
     assert run(*args) == 2
     err = capsys.readouterr().err.strip()
+    if case == "nothing_in_common":  # the table's skip note, then the line that ends it
+        assert err.splitlines()[0].startswith("note: ") and len(err.splitlines()) == 2
+        err = err.splitlines()[-1]
     expected = {
         "missing": "nowhere.json: no such file",
         "not_json": "bad.json: not a JSON file",
@@ -122,6 +146,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case):
         "other_inputs": "A measured 3 inputs, B 2: a paired comparison needs the same ones",
         "no_against": "no ranking 'gradient' (its rankings: attention, random, leave_one_out)",
         "no_items": "no items recorded, and the last word is not <eos>",
-        "no_measure": "no measure both runs hold among gradcam",
+        "no_measure": "no measure both runs hold among uniform",
+        "unknown_measure": "--measures gradcam: not a measure of",
+        "nothing_in_common": "have no table in common (A: Multi30k Bahdanau GRU: source tokens masked, 3 test",
     }[case]
     assert len(err.splitlines()) == 1 and "error: " in err and expected in err and "Traceback" not in err, err
