@@ -135,10 +135,26 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    gold = read_gold(args.gold)[: args.limit]
+    # everything read and checked before the work: these were tracebacks after minutes of rows
+    try:
+        gold = read_gold(args.gold)[: args.limit]
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        p.error(f"--gold {args.gold}: {' '.join(str(err).split())[:300]}")
     sure, possible = [s for s, _ in gold], [p for _, p in gold]
     sources, targets = read_pair(args.multi30k_root, "val", "de", "en", args.first_line - 1 + len(gold))
+    if len(sources) < args.first_line - 1 + len(gold):
+        p.error(f"--first-line {args.first_line}: val has {len(sources):,} lines, and the gold file links "
+                f"{len(gold):,} from there")  # fmt: skip
     sources, targets = sources[args.first_line - 1 :], targets[args.first_line - 1 :]
+    translators = {}
+    for model, source in (("bahdanau", args.bahdanau), ("transformer", args.transformer)):
+        try:
+            translators[model] = Translator.load(source)
+        except (OSError, ValueError, RuntimeError) as err:  # a model file that is not one: ModelFileError
+            p.error(f"--{model} {source}: {err}")
+        if (model == "transformer") != hasattr(translators[model].net, "set_plot_layer"):
+            want = "a Transformer" if model == "transformer" else "an RNN with attention"
+            p.error(f"--{model} {source}: not {want}, as its rows need")
     rows: dict[str, dict] = {}
 
     def add(name: str, found: Links, seconds: float | None = None) -> None:
@@ -158,11 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         add("IBM Model 2 + diagonal prior, de -> en", fw, fit / 2)
         add("IBM Model 2 + diagonal prior, en -> de", bw, fit / 2)
         add("IBM Model 2, grow-diag-final-and", [grow_diag_final_and(f, b) for f, b in zip(fw, bw, strict=True)], fit)
-    for model, source in (("bahdanau", args.bahdanau), ("transformer", args.transformer)):
-        try:
-            translator = Translator.load(source)
-        except (OSError, ValueError, RuntimeError) as err:  # a model file that is not one: ModelFileError
-            raise SystemExit(f"alignment_error: {source}: {err}") from None
+    for model, translator in translators.items():
         said = lambda msg, model=model: log(f"{model}: {msg}")  # noqa: E731
         for name, (found, seconds) in model_links(translator, sources, targets, said).items():
             add(f"{model}: {name}", found, seconds)

@@ -163,17 +163,30 @@ def test_a_short_run_prints_the_table_and_writes_every_row(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "val.de.gz").is_file(), reason=f"Multi30k not found at {DATA}")
-@pytest.mark.parametrize("option", ["--transformer", "--bahdanau"])
-def test_a_model_file_that_is_not_a_model_is_one_line(tmp_path, option):
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--transformer", "NOTES"], "--transformer NOTES: "),
+        (["--bahdanau", "NOTES"], "--bahdanau NOTES: "),
+        # these were tracebacks, three of them after every row was measured
+        (["--transformer", "bahdanau"], "--transformer bahdanau: not a Transformer, as its rows need"),
+        (["--bahdanau", "transformer"], "--bahdanau transformer: not an RNN with attention"),
+        (["--gold", "NOTES"], "--gold NOTES: "),
+        (["--first-line", "5000"], "--first-line 5000: val has 1,014 lines, and the gold file links 1 from there"),
+    ],
+)
+def test_bad_models_gold_and_lines_are_one_line_before_the_work(tmp_path, args, says):
     import subprocess
 
     bad = tmp_path / "notes.pt"
     bad.write_text("not a model")
+    args = [str(bad) if a == "NOTES" else a for a in args]
     cmd = [sys.executable, str(ROOT / "benchmarks" / "alignment_error.py"), "--multi30k-root", str(DATA), "--limit",
-           "1", "--skip-baselines", option, str(bad)]  # fmt: skip
+           "1", "--skip-baselines", *args]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     last = done.stderr.strip().splitlines()[-1]
-    assert done.returncode == 1 and last.startswith(f"alignment_error: {bad}: ") and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stdout == ""
+    assert last.startswith("alignment_error.py: error: ") and says.replace("NOTES", str(bad)) in last, last
 
 
 @pytest.mark.slow
