@@ -92,12 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     else:
         p.error("give --flickr8k (its val photos) or --photo FILE")
     from captioning.model.captioner import Captioner
+    from text_attn.core.modelfile import ModelFileError
 
+    loaded = {}
+    for name, file in models:  # every model read before the table starts: a bad one left half a table on stdout
+        try:
+            loaded[name] = Captioner.load(file)
+        except (ModelFileError, ValueError) as err:
+            p.error(f"--model {name}={file}: {err}")
     results = {}
     print(f"| model | photos | peak (x uniform) | top-{TOP} mass | entropy (nats) |")
     print("|---|---|---|---|---|")
     for name, file in models:
-        stats = model_stats(Captioner.load(file), photos)
+        stats = model_stats(loaded[name], photos)
         results[name] = {"model": file, **stats}
         uniform = math.log(stats["regions"])
         print(f"| {name} | {stats['photos']} | {stats['peak']:.2f} | {100 * stats['top9']:.1f}% | "

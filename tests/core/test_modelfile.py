@@ -55,6 +55,23 @@ def test_a_file_that_cannot_be_read_says_why(tmp_path, monkeypatch):
         assert str(err.value) == f"{path}: cannot read it (permission denied)"  # was "not a model file (...Error)"
 
 
+class _Code:
+    def __reduce__(self):  # what a planted file runs when unpickled: weights_only never does
+        return (print, ("ran",))
+
+
+def test_a_file_holding_code_or_no_pickle_at_all_is_said_as_what_it_is(tmp_path):
+    """Both were "not a model file (UnpicklingError)": the exception's name, not what the file is."""
+    code, text = tmp_path / "code.pt", tmp_path / "pairs.tsv"
+    torch.save({"format": f"attention-toolkit/{KIND}", "version": 1, "x": _Code()}, code)
+    text.write_text("Ein Hund.\tA dog.\n")
+    for path, said in ((code, "refused: it holds more than tensors and plain values (pickled objects or code)"),
+                       (text, "not a model file: 17 bytes that torch cannot read as one")):  # fmt: skip
+        with pytest.raises(ModelFileError) as err:
+            load_model_file(path, KIND)
+        assert str(err.value).startswith(f"{path}: {said}"), err.value
+
+
 def test_an_export_command_names_a_url_as_typed(tmp_path, capsys):
     """``named`` (a bundled model's name to its file) made a Path of it: ``https:/host/m.pt: no such file``."""
     from pathlib import Path

@@ -115,8 +115,10 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
                 pass
             else:
                 raise ValueError(f"{path}: cannot load onto {map_location!r}: {one_line(exc)}") from None
-        raise ModelFileError(f"{path}: not a model file ({type(exc).__name__})") from None
-    return check_model_data(path, data, kind, version)
+        if holds_code(exc):  # pickled objects or code, which weights_only refuses to run (as the trainers say it)
+            raise ModelFileError(f"{path}: {CODE_REFUSED}") from None
+        raise ModelFileError(f"{path}: not a model file: {torch_unreadable(path)}") from None  # the exception's
+    return check_model_data(path, data, kind, version)  # name (UnpicklingError, EOFError) said nothing
 
 
 def update_info(
