@@ -68,6 +68,9 @@ def test_misaligned_files_empty_lines_and_bad_bytes_name_file_and_line(tmp_path)
     tsv.write_text("Ein Hund.\tA dog.\n\u200b\tTwo dogs.\nEin Fahr\u00adrad.\tA bike.\n")
     with pytest.raises(TaskError, match=r"p\.tsv:2: empty sentence in column 0"):
         read_tsv_text(tsv)
+    tsv.write_bytes(b"Ein Hund.\tA dog.\r\nZwei.\tTwo.\rDrei.\tThree.\n")  # read as one pair, "Three." dropped
+    with pytest.raises(TaskError, match=r"p\.tsv:2: a carriage return inside the line: its lines end in line feeds"):
+        read_tsv_text(tsv)
     tsv.write_text("Ein Hund.\tA dog.\nEin Fahr\u00adrad.\tA bike.\n")
     assert [(s, t) for s, t, _ in read_tsv_text(tsv)][1] == ("Ein Fahrrad.", "A bike.")  # trained as translated
     de.write_bytes(gzip.compress(b"Ein Hund.\nZwei H\xfcnde.\n"))  # Latin-1, not UTF-8

@@ -57,9 +57,14 @@ def read_lines(path: str | Path) -> list[str]:
     lines = []
     for i, chunk in enumerate(chunks, 1):
         try:
-            lines.append(chunk.decode("utf-8").rstrip("\r"))
+            line = chunk.decode("utf-8").rstrip("\r")
         except UnicodeDecodeError as e:
             raise TaskError(f"{p}:{i}: not valid UTF-8 ({e.reason})") from None
+        if "\r" in line:  # a classic Mac OS line end among line feeds: two pairs were read as one, the rest dropped
+            raise TaskError(f"{p}:{i}: a carriage return inside the line: its lines end in line feeds and, here, "
+                            "in a carriage return alone (a classic Mac OS line end); save it with one kind of line "
+                            "end")  # fmt: skip
+        lines.append(line)
     return lines
 
 
