@@ -378,6 +378,15 @@ def test_a_pair_longer_than_max_tokens_is_left_out_with_one_note(tmp_path, capsy
     (few,) = capsys.readouterr().err.strip().splitlines()
     assert few.endswith("long.tsv: 1 of its 6 pairs are left to train on beside data.val_size=3 and data.test_size=2 "
                         "held out; for more, give smaller ones (--data.val_size 1 --data.test_size 1)")  # fmt: skip
+    # sizes at a tenth of the pairs already: more pairs are the way (1 and 1 were suggested back to a run given them)
+    tiny = tmp_path / "tiny.tsv"
+    tiny.write_text("Geh.\tGo.\nHallo.\tHi.\nJa.\tYes.\n", encoding="utf-8")
+    TranslationDataModule(task="tsv", path=str(tiny), val_size=1, test_size=1, tokenizer="word").setup("fit")
+    assert capsys.readouterr().err.strip().endswith("held out; for more, give more pairs")
+    with pytest.raises(ValueError, match=r"2 pair\(s\) are too few for data.val_size=1 and data.test_size=1: give "
+                       "more pairs$"):  # fmt: skip
+        tiny.write_text("Geh.\tGo.\nJa.\tYes.\n", encoding="utf-8")
+        TranslationDataModule(task="tsv", path=str(tiny), val_size=1, test_size=1, tokenizer="word").setup("fit")
     kept = TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=1, tokenizer="word")
     kept.setup("fit")  # the default (400) keeps it
     assert sum(len(split) for split in kept.splits.values()) == 6 and capsys.readouterr().err == ""

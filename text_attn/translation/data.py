@@ -443,15 +443,19 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             self._capped = (f"text data: {inert(where)}: its first {cap:,} pairs read (data.train_size {cap:,} caps "
                             f"the pairs read; 0: all), data.val_size={n_val} and data.test_size={n_test} held out of "
                             f"them: {len(pairs) - n_val - n_test:,} pairs to train on")  # fmt: skip
-        smaller = f"--data.val_size {max(1, len(pairs) // 10)} --data.test_size {max(1, len(pairs) // 10)}"
+        tenth = max(1, len(pairs) // 10)
+        # smaller held-out sizes where a tenth of the pairs is smaller; else more pairs are the way (the sizes given
+        # were suggested back: "give smaller ones (--data.val_size 1 --data.test_size 1)" to a run given 1 and 1)
+        smaller = (f"give smaller ones (--data.val_size {min(tenth, n_val)} --data.test_size {min(tenth, n_test)})"
+                   if tenth < max(n_val, n_test) else "give more pairs")  # fmt: skip
         if len(pairs) <= n_val + n_test:
             raise ValueError(f"{where}: {len(pairs)} pair(s) are too few for data.val_size={n_val} and "
-                             f"data.test_size={n_test}: give smaller ones ({smaller})")  # fmt: skip
+                             f"data.test_size={n_test}: {smaller}")  # fmt: skip
         left = len(pairs) - n_val - n_test
         if left < n_val + n_test:  # a 201-pair file trained on one pair, unsaid: fit says it (setup)
             self._few_to_train = (f"text data: {inert(where)}: {left} of its {len(pairs)} pairs are left to train on "
-                                  f"beside data.val_size={n_val} and data.test_size={n_test} held out; for more, give "
-                                  f"smaller ones ({smaller})")  # fmt: skip
+                                  f"beside data.val_size={n_val} and data.test_size={n_test} held out; for more, "
+                                  f"{smaller}")  # fmt: skip
         return {"val": pairs[:n_val], "test": pairs[n_val : n_val + n_test], "train": pairs[n_val + n_test :]}
 
     @property
