@@ -277,6 +277,19 @@ def test_a_run_from_scratch_of_a_config_that_starts_from_a_model_parses(until_ma
     assert "error" not in capsys.readouterr().err
 
 
+def test_the_reading_options_beside_a_start_model_are_noted_as_its_own(until_made, capsys):
+    """The start model's tokenizer, casing and subword model are kept: the note said "data.tokenizer word reads no
+    data.subword_vocab" to a run whose model, started from the bundled subword Transformer, read subwords."""
+    with pytest.raises(Made):
+        text_train(["fit", "--config", str(ROOT / "configs/text/your_pairs.yaml"), "--data.path",
+                    str(FIX / "text/pairs.tsv"), "--data.tokenizer", "word", "--data.lower", "true",
+                    "--data.subword_vocab", "4000"])  # fmt: skip
+    assert capsys.readouterr().err.splitlines() == [
+        "text-train: note: options that change nothing in this run: model.init_from reads no data.tokenizer, "
+        "data.lower, data.subword_vocab"
+    ]
+
+
 def test_options_given_as_a_yaml_block_are_given_one_by_one(until_made, capsys):
     """A dataclass block given as a mapping keeps its other fields (jsonargparse merges it): its options are given
     as the dotted ones are, in either spelling of the flag."""

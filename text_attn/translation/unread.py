@@ -60,7 +60,12 @@ def unread_options(config: dict, networks: Mapping[str, Collection[str]] | None 
         found.append(Unread(("data.max_tokens",), f"task {task}", refuse=False))
     if task != "reorder":
         found.append(Unread(("data.min_len", "data.max_len"), f"task {task}", refuse=False))
-    if (data.get("tokenizer") or "word") == "word":
+    if model.get("init_from"):  # the start's own reading is kept: "data.tokenizer word reads no data.subword_vocab"
+        # was said to a run whose model, from a subword start, read subwords all the same
+        found.append(Unread(("data.tokenizer", "data.lower", "data.subword_vocab", "data.subword_type"),
+                            "model.init_from", "the start model reads text its own way: its tokenizer, casing and "
+                            "subword model are kept", refuse=False))  # fmt: skip
+    elif (data.get("tokenizer") or "word") == "word":
         found.append(Unread(("data.subword_vocab", "data.subword_type"), "data.tokenizer word", refuse=False))
     else:
         found.append(Unread(("data.lower",), "data.tokenizer subword", refuse=False))
