@@ -115,3 +115,24 @@ def test_a_typographic_apostrophe_joins_a_word():
     old = Vocabulary.build([["aujourd", "’", "hui"]])
     codec = TextCodec("word", True).for_vocabularies(old, old)
     assert codec.encode("aujourd’hui", "source") == ["aujourd", "’", "hui"]
+
+
+def test_a_capped_vocabulary_of_subword_pieces_is_noted_with_its_unknown_share(tmp_path, capsys):
+    """data.max_vocab / data.min_freq beside subwords left pieces out, read as <unk> unsaid (max_vocab 50: 23% of the
+    training tokens)."""
+    root = write_corpus(tmp_path / "c")
+    dm = TranslationDataModule(task="pair", root=str(root), src_lang="de", tgt_lang="en", tokenizer="subword",
+                               subword_vocab=300, max_vocab=30)  # fmt: skip
+    dm.setup("fit")
+    tokens = [(e.src, dm.src_vocab) for e in dm.splits["train"].examples]
+    tokens += [(e.tgt, dm.tgt_vocab) for e in dm.splits["train"].examples]
+    unknown, total = sum(t not in v for toks, v in tokens for t in toks), sum(len(toks) for toks, _ in tokens)
+    (note,) = [line for line in capsys.readouterr().err.splitlines() if "left subword pieces out" in line]
+    assert unknown > 0 and note == (
+        f"text data: note: data.max_vocab 30 left subword pieces out of the vocabulary: {unknown:,} of the {total:,} "
+        f"training tokens ({100 * unknown / total:.1f}%) are read as <unk>; a subword model spells every word from "
+        "its pieces: size it with data.subword_vocab and leave these out"
+    )
+    TranslationDataModule(task="pair", root=str(root), src_lang="de", tgt_lang="en", tokenizer="subword",
+                          subword_vocab=300).setup("fit")  # fmt: skip
+    assert "left subword pieces out" not in capsys.readouterr().err  # nothing capped: nothing said
