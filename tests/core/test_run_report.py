@@ -112,6 +112,21 @@ def test_a_short_fit_with_one_training_log_is_chained_to_its_resumed_version(tmp
     assert resumed_chain(resumed) == [resumed]
 
 
+def test_a_resumed_fit_that_logged_only_a_validation_is_drawn_with_the_fit_it_continues(tmp_path):
+    """Resumed from last (step 20) for 6 steps, logging every 10: its version holds one validation (step 24) and no
+    training step, and the report drew the first version alone, as if the run had ended at step 20."""
+    root = tmp_path / "lightning_logs"
+    first, resumed = root / "version_0", root / "version_1"
+    for folder, start in ((first, "null"), (resumed, "last")):
+        folder.mkdir(parents=True)
+        (folder / "config.yaml").write_text(f"trainer:\n  log_every_n_steps: 10\nckpt_path: {start}\n")
+    rows = ["epoch,step,train_loss,val_bleu", "0,9,3.0,", "0,9,,0.1", "1,19,2.0,", "1,19,,0.2"]
+    (first / "metrics.csv").write_text("\n".join(rows) + "\n")
+    (resumed / "metrics.csv").write_text("epoch,step,train_loss,val_bleu\n2,23,,0.3\n")
+    assert find_log_dir(tmp_path) == resumed and resumed_chain(resumed) == [first, resumed]
+    assert [s for s, _ in chained_metrics([first, resumed])["val_bleu"]] == [10, 20, 24]
+
+
 def test_a_resumed_fit_whose_config_names_its_checkpoint_skips_an_unrelated_fit_between(tmp_path):
     first = write_run(tmp_path, 0, steps=60)
     write_run(tmp_path, 1, steps=100)  # a fresh fit of its own, long enough to look like the start

@@ -129,11 +129,12 @@ def locate_logs(run_dir: str | Path, example: str = "runs/NAME") -> tuple[Path, 
     if not found:
         raise RunReportError(_nothing_found(run, elsewhere))
     metrics = {p: set(read_metrics(p)) for p in found}
-    trained = [p for p in found if any(k.startswith("train_") for k in metrics[p])]
-    # a short fit logs no training step (fewer than log_every_n_steps) but its validations: still a run to draw, where
-    # a later test's version holds test metrics alone
-    validated = [p for p in found if any(k.startswith("val_") for k in metrics[p]) and not _evaluation(_config(p))]
-    chosen = (trained or validated or found)[0]
+    # a fit's version: training steps logged, or only its validations (a short fit, or one resumed for fewer steps
+    # than log_every_n_steps: its version was passed over for the one it continues); a later test's version holds
+    # test metrics alone
+    fits = [p for p in found if any(k.startswith("train_") for k in metrics[p])
+            or any(k.startswith("val_") for k in metrics[p]) and not _evaluation(_config(p))]  # fmt: skip
+    chosen = (fits or found)[0]
     # a fit started in a folder that holds a finished one: its version has no metrics until its first logged step,
     # and the report drew the older run without a word (the user was watching the new one)
     waiting = found[0] if found[0] != chosen and not metrics[found[0]] else None
@@ -230,7 +231,9 @@ def _resumed_from(version: Path) -> Path | None:
             return None
         if str(start) not in ("last", "best", "hpc"):
             return _holder(version, config, Path(str(start)).expanduser())
-    steps = _train_steps(read_metrics(version))
+    logged = read_metrics(version)
+    # a resumed fit shorter than its logging interval logs its validations alone: their steps say where it began
+    steps = _train_steps(logged) or sorted(step for points in logged.values() for step, _ in points)
     if not steps or _version(version) < 0:
         return None
     earlier = sorted((p for p in version.parent.glob("version_*") if p.is_dir() and _has_logs(p) and
