@@ -96,6 +96,25 @@ def test_characters_no_reader_sees_are_not_read(model_file, capsys, monkeypatch)
     assert translator.read_paragraph("Ein Mann fährt mit dem Fahr\u00ad\nrad.") == typed  # a line's end: joins
 
 
+def test_a_line_of_marks_alone_is_written_as_typed(model_file, tmp_path, capsys, monkeypatch):
+    """A Markdown rule ("---", "* * *"), a lone dash or an ellipsis: no letter or digit for a model of sentences to
+    read, which made sentences up ("-" -> "A view of the distance.")."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("-\nEin Hund läuft.\n* * *\n\u2026\n\n"))
+    jsonl = tmp_path / "o.jsonl"
+    args = ["--model", model_file, "--max-len", "3", "--batch-size", "2", "--jsonl", jsonl]
+    assert translate_main([str(a) for a in args]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    assert lines[0] == "-" and lines[2:5] == ["* * *", "\u2026", ""] and lines[1] not in ("", "Ein Hund läuft.")
+    records = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+    assert [r["translation"] for r in records] == ["-", lines[1], "* * *", "\u2026", ""]
+    assert records[0]["tokens"] == [] and records[0]["note"].startswith("nothing to translate: marks alone")
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Hund.\n\n---\n\nEin Hund.\n"))
+    assert translate_main(["--model", str(model_file), "--max-len", "3", "--paragraphs", "--keep-layout"]) == 0
+    assert capsys.readouterr().out.split("\n\n")[1] == "---"  # a rule between paragraphs stays one
+    assert translate_main(["--model", str(model_file), "--max-len", "3", "* * *"]) == 0
+    assert capsys.readouterr().out.strip() != "* * *"  # a sentence given is translated, whatever it holds
+
+
 def test_an_output_that_is_also_the_redirected_input_is_refused_and_kept(model_file, tmp_path, capsys):
     same = tmp_path / "same.txt"
     same.write_text("Ein Hund läuft.\nEine Frau liest.\n", encoding="utf-8")

@@ -114,6 +114,17 @@ def _count_named(progress: dict[str, Any], kind: str, named: tuple) -> None:
         first.append(named)
 
 
+def marks_alone(line: str) -> bool:
+    """Whether a line of input holds marks alone, no letter or digit ("---", "* * *", "-", "…"): nothing a model of
+    sentences reads (it made sentences up: "A view of the distance."); a line that is not UTF-8 is not (its error is
+    said)."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not any(c.isalnum() for c in line)
+
+
 def _written(args: argparse.Namespace, progress: dict[str, Any]) -> str:
     """How far an interrupted run came, in each file --resume continues: "8 input(s) in a.en and a.jsonl"; where
     Ctrl-C came between a batch's --output lines and its records, "12 input(s) in a.en, 8 in a.jsonl"."""
@@ -140,6 +151,9 @@ def _write_records(translator, args, progress, records, chunk, by_number, typed_
         typed = typed_lines.pop(n, "")
         if n in blank:
             record = {"input": n} | empty_record(typed)
+            if blank[n]:  # marks alone: written as typed
+                record |= {"translation": blank[n], "laid_out": blank[n], "note": "nothing to translate: marks "
+                           "alone (no letter or digit), written as typed"}  # fmt: skip
         elif n not in by_number:
             record = input_record(translator, n, typed, error=errors.get(n, "not translated"))
         else:
@@ -246,8 +260,10 @@ def _translate_stream(
     above = None  # the line above, as typed (stdin without --paragraphs)
     sources: dict[int, str] = {}  # --references: the chunk's inputs as typed, for --scores
     errors: dict[int, str] = {}  # the chunk's failed inputs: what is wrong with each (--html shows them in place)
-    # the chunk's blank lines of stdin: a blank line out (its place kept, as a failed input's), no error, no section
-    blank: set[int] = set()
+    # the chunk's blank lines of stdin: a blank line out (its place kept, as a failed input's), no error, no section;
+    # and its lines of marks alone ("---", "* * *", "-"): written as typed (a model of sentences made them up: "A view
+    # of the distance."). Input number -> what its output line is
+    blank: dict[int, str] = {}
     typed_lines: dict[int, str] = {}  # --jsonl: the chunk's inputs as typed, failed ones too (a record's "source")
 
     def count(kind: str, numbers: list[int]) -> None:
@@ -277,11 +293,13 @@ def _translate_stream(
                 given_lines(n, readings, per_piece) for (n, _), readings in zip(good, ranked, strict=True)
             )
         elif args.keep_layout:  # each paragraph's lines as its text's, a blank line between (a failed one: none)
-            laid = [inert(laid_out(by_number[n], breaks.get(n)), lines=True) + "\n" for n, _ in chunk if n in by_number]
+            laid = [inert(laid_out(by_number[n], breaks.get(n)) if n in by_number else blank[n], lines=True) + "\n"
+                    for n, _ in chunk if n in by_number or blank.get(n)]  # fmt: skip
             written = ("\n" if laid and progress.get("laid") else "") + "\n".join(laid)  # a blank line between
             progress["laid"] = progress.get("laid") or bool(laid)  # a paragraph written: the next one after a blank
         elif not args.n_best_given:  # a failed input's empty line keeps the lines aligned
-            written = "".join(inert(by_number[n].text) + "\n" if n in by_number else "\n" for n, _ in chunk)
+            written = "".join(inert(by_number[n].text if n in by_number else blank.get(n, "")) + "\n"
+                              for n, _ in chunk)  # fmt: skip
         else:
             written = ""
         for (n, _), tr in zip(good, outs, strict=True):
@@ -355,7 +373,7 @@ def _translate_stream(
             plots.add([(n, by_number[n]) for n, _ in good], several)
         progress["read"] = seen  # for the pictures still waiting after a Ctrl-C (PlotWriter.finish)
         errors.clear()
-        progress["blank"] = progress.get("blank", 0) + len(blank)
+        progress["blank"] = progress.get("blank", 0) + sum(not kept for kept in blank.values())
         blank.clear()
         unseen.clear()
         read = min(taken, size) if counted else _bytes_read(size)
@@ -383,8 +401,8 @@ def _translate_stream(
         if records is not None:
             typed_lines[n] = line
         # a file's blank line (between paragraphs; a zero-width space or a byte-order mark alone): nothing to translate
-        if not args.sentences and not visible(line).strip():
-            blank.add(n)
+        if not args.sentences and (not visible(line).strip() or marks_alone(line)):
+            blank[n] = "" if not visible(line).strip() else " ".join(line.split())
             chunk.append((n, None))
             if len(chunk) == args.batch_size:
                 flush()
