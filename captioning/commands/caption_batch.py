@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,19 @@ def _unique_stem(name: str, used: set[str], tail: str = OVERLAY) -> str:
         stem = f"{fitted(name, f'-{k}{tail}')}-{k}"
     used.add(stem.casefold())
     return stem
+
+
+def _older_word_files(folder: Path, stem: str, suffix: str, drawn: list[Path]) -> int:
+    """How many per-word files named as this photo's (``STEM-NN-WORD.SUFFIX``) the overlay folder holds beside those
+    just ``drawn``: an earlier run's caption of other words (a rerun with --given), which nothing told apart."""
+    kept = {p.name for p in drawn}
+    # not another photo's: "STEM-01"'s own files ("STEM-01-01-a"), its overlay ("STEM-01-attention": no word's name)
+    pattern = re.compile(rf"{re.escape(stem)}-\d\d-(?!\d\d-)(?!attention{re.escape(suffix)}$)[A-Za-z0-9_-]+"
+                         f"{re.escape(suffix)}")  # fmt: skip
+    try:
+        return sum(1 for entry in os.scandir(folder) if pattern.fullmatch(entry.name) and entry.name not in kept)
+    except OSError:
+        return 0
 
 
 def _record(name: str, error: str | None = None, item: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -120,9 +134,11 @@ def caption_items(
                 path = draw_overlay(image, words, alphas, g, seen, picture, chosen=chosen, probs=result.probs, **shown)
                 extra = ""
                 if args.per_word:
-                    n = len(draw_word_panels(image, words, alphas, g, seen, args.overlay, stem, chosen=chosen,
-                                             probs=result.probs, suffix=picture.suffix))  # fmt: skip
-                    extra = f" (+ {n} per-word {picture.suffix[1:].upper()}s)"
+                    drawn = draw_word_panels(image, words, alphas, g, seen, args.overlay, stem, chosen=chosen,
+                                             probs=result.probs, suffix=picture.suffix)  # fmt: skip
+                    extra = f" (+ {len(drawn)} per-word {picture.suffix[1:].upper()}s)"
+                    if older := _older_word_files(Path(args.overlay), stem, picture.suffix, drawn):
+                        extra += f"; {older} per-word file(s) of an earlier caption of this name left beside them"
             except OSError as err:
                 rec["error"] = f"{name}: cannot write its overlay ({one_line(err)})"
                 print(f"caption: error: {inert(rec['error'])}", file=sys.stderr)  # a name's line break escaped

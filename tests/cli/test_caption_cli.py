@@ -205,6 +205,12 @@ def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
     assert len(per_word) == len(words)
     assert Image.open(per_word[0]).size == word_png_size((256, 171), words)  # a 512 x 342 panel
     assert [p.name.split("-", 2)[2] for p in per_word] == [f"{w}.png" for w in records[0]["words"]]
+    # again with a shorter caption given: the earlier caption's later words' files stay, and are said to
+    code, _, err = run(capsys, PHOTOS[0], "--overlay", out_dir, "--per-word", "--given", words[0], "--model",
+                       model_file)  # fmt: skip
+    said = next(line for line in err.splitlines() if line.startswith("wrote "))
+    assert code == 0 and said.endswith(f"(+ 1 per-word PNGs); {len(words) - 1} per-word file(s) of an earlier "
+                                       "caption of this name left beside them")  # fmt: skip
 
 
 @pytest.mark.parametrize(("fmt", "kind"), [("jpg", "JPEG"), ("webp", "WEBP")])
