@@ -283,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("photos", "pixel_photos", "scenes", "sentences", "draws", "threads", "fill_photos"):
         if getattr(args, name) < 1:  # 0 photos, scenes or sentences measured nothing and exited 0
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.multi30k_root and "text" in args.families:  # named by the option (it was the config key, data.root)
+        from _runs import check_corpus
+
+        check_corpus(p, "--multi30k-root", args.multi30k_root, "test_2016_flickr", "de", "en")
     torch.set_num_threads(args.threads)
     from captioning.model.captioner import Captioner
 

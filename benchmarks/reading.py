@@ -136,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error("nothing to measure: give --flickr8k-root (the captioner), --multi30k (the translators) or both")
     if args.text_model and not args.multi30k:
         p.error("--text-model scores Multi30k's sentences: give --multi30k too")
+    from _runs import check_corpus, check_flickr8k
+
+    if args.multi30k:  # named by the option, before the work (it was the config key, data.root)
+        check_corpus(p, "--multi30k", args.multi30k, "test_2016_flickr", "de", "en")
+    if args.flickr8k_root:
+        check_flickr8k(p, "--flickr8k-root", args.flickr8k_root)
     if args.limit is not None and args.limit < 1:
         p.error(f"--limit must be at least 1, got {args.limit}")
     out: dict = {}

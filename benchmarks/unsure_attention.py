@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 from _multi30k import read_pair
-from _runs import markdown_table, record_json
+from _runs import check_corpus, check_flickr8k, markdown_table, record_json
 from word_confidence import BINS
 
 from text_attn.core.errors import new_file
@@ -92,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--sentences, --photos and --threads must be at least 1")
     if not (args.multi30k_root or args.flickr8k_root):
         p.error("give --multi30k-root (the translators), --flickr8k-root (the captioner) or both")
+    if args.multi30k_root:  # named by the option, before the work (it was the config key, data.root)
+        check_corpus(p, "--multi30k-root", args.multi30k_root, "val", "de", "en")
+    if args.flickr8k_root:
+        check_flickr8k(p, "--flickr8k-root", args.flickr8k_root)
     torch.set_num_threads(args.threads)
     models = {}
     if args.multi30k_root:

@@ -37,6 +37,11 @@ def refusals(tmp_path_factory) -> tuple[Path, dict[str, tuple[str, str]]]:
         "shapes -3": ("domain_check.py", [str(SHAPES_MODEL), "--shapes", "-3"]),
         "iterations": ("word_align.py", [str(tmp / "s.txt"), str(tmp / "t.txt"), "--out", str(tmp / "o"),
                                          "--iterations", "-1"]),
+        # named by the option typed, not the config key the data module says (data.root)
+        "unsure root": ("unsure_attention.py", ["--multi30k-root", str(gone)]),
+        "reading root": ("reading.py", ["--multi30k", str(gone)]),
+        "faithfulness root": ("faithfulness.py", ["--multi30k-root", str(gone), "--families", "text"]),
+        "unsure photos": ("unsure_attention.py", ["--flickr8k-root", str(gone)]),
     }  # fmt: skip
     return tmp, {name: (code, err) for name, (code, _, err) in run_cases(cases, timeout=120).items()}
 
@@ -57,6 +62,10 @@ def test_a_missing_model_or_data_root_is_one_line(refusals):
     assert _refused(refusals, "beam file") == f"beam_search.py: error: --translator {gone}: no such file"
     said = "beam_search.py: error: --translator needs --multi30k-root: the sentences to translate"
     assert _refused(refusals, "beam file alone") == said
+    assert _refused(refusals, "unsure root") == f"unsure_attention.py: error: --multi30k-root {gone}: no such folder"
+    assert _refused(refusals, "reading root") == f"reading.py: error: --multi30k {gone}: no such folder"
+    assert _refused(refusals, "faithfulness root") == f"faithfulness.py: error: --multi30k-root {gone}: no such folder"
+    assert _refused(refusals, "unsure photos").startswith(f"unsure_attention.py: error: --flickr8k-root {gone}")
 
 
 def test_an_output_in_a_missing_folder_is_refused_before_the_work(refusals, tmp_path):
