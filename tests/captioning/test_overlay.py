@@ -25,7 +25,7 @@ from captioning.views.overlay import (
     word_filename,
     word_png_size,
 )
-from captioning.views.overlay_layout import BAR, KEY_H, MARGIN, TITLE_LINE, key_top
+from captioning.views.overlay_layout import BAR, KEY_H, MARGIN, TITLE_LINE, draw_label, key_top
 
 COFFEE = Path(__file__).parent.parent / "fixtures" / "images" / "coffee.png"  # 256 x 171
 
@@ -336,3 +336,16 @@ def test_a_caption_s_overlay_is_the_picture_draw_overlay_writes(tmp_path):
     features = captioner.encode(captioner.preprocess(image)[None])
     with pytest.raises(ValueError, match="this caption has no photo to draw over"):
         captioner.caption_features(features)[0].overlay()
+
+
+def test_a_label_too_wide_for_its_panel_even_at_the_smallest_size_is_cut_not_drawn_over_the_next():
+    """A 2 x 500 photo's panels are 56 pixels wide: "standing τ +0.45" ran over the position number and into the
+    next panel."""
+    canvas = Image.new("RGB", (200, 30), "white")
+    draw_label(canvas, "standing τ +0.45", 20, 0, 56, 30, 4)
+    ink = np.asarray(canvas.convert("L")) < 250  # (H, W): where anything was drawn
+    columns = np.nonzero(ink.any(axis=0))[0]
+    assert columns.min() >= 20 and columns.max() < 20 + 56, (columns.min(), columns.max())
+    wide = Image.new("RGB", (400, 30), "white")
+    draw_label(wide, "standing", 0, 0, 400, 30, 4)  # room enough: drawn whole, as before
+    assert (np.asarray(wide.convert("L")) < 250).any(axis=0).sum() > 40
