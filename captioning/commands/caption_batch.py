@@ -312,17 +312,25 @@ class OverlayNames:
     against ``taken`` (:func:`drawn_overlays`)."""
 
     def __init__(
-        self, sources: Sequence[str], taken: set[str] = frozenset(), by_shard: bool = False, tail: str = OVERLAY
+        self,
+        sources: Sequence[str],
+        taken: set[str] = frozenset(),
+        by_shard: bool = False,
+        tail: str = OVERLAY,
+        done: set[str] = frozenset(),
     ):
         """``by_shard`` (``--devices``): a shard member's overlay is named ``SHARD-KEY`` (the shard file's stem first):
         each process makes names unique only against its own, so two shards' members of one key, drawn by two
-        processes, were both ``KEY`` and one overwrote the other. ``tail``: the names' end (:func:`overlay_tail`)."""
+        processes, were both ``KEY`` and one overwrote the other. ``tail``: the names' end (:func:`overlay_tail`).
+        ``done``: the image keys of the photos a resumed FILE holds, which are not drawn and take no name (x.png's
+        own earlier overlay made the new y/x.png x-3, x-2 reserved for the x.png skipped)."""
+        from captioning.photos.collection import image_key
         from captioning.photos.shards import is_shard
 
         self.used: set[str] = {t.casefold() for t in taken}  # as _unique_stem keeps them
         self.by_shard, self.tail = by_shard, tail
         self.files = {s: _unique_stem(Path(n).stem or "image", self.used, tail) for s, n in enumerate(sources) if not
-                      is_shard(n)}  # fmt: skip
+                      is_shard(n) and not (done and image_key(n) in done)}  # fmt: skip
 
     def stem(self, item: dict[str, Any]) -> str:
         if item["id"][0] in self.files:

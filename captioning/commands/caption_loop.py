@@ -100,7 +100,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     loader = photo_batches(stream, workers)
     quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
     bar = tqdm(total=todo, unit="img", desc="captioning", disable=quiet, file=sys.stderr)
-    names = OverlayNames(paths, drawn_overlays(args), tail=overlay_tail(args))
+    names = OverlayNames(paths, drawn_overlays(args), tail=overlay_tail(args), done=done)
     options = search_options(args)
     records, failed, finished, interrupted = [], 0, 0, 0
     counts: dict = {}  # the captions cut off at --max-len and the images out of the domain (caption_batch.tally)

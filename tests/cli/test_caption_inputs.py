@@ -286,6 +286,12 @@ def test_resume_names_new_overlays_apart_from_those_drawn_before(model_file, tmp
     records = {r["image"]: r["overlay"] for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
     assert records == {"s/y/P.png": "ov/P-attention.png", "s/x/P.png": "ov/P-2-attention.png"}
     assert (tmp_path / "ov" / "P-attention.png").read_bytes() == before  # the earlier photo's overlay kept
+    # the photos done take no name: the next one is P-3 (it was P-5, past the names the two skipped ones reserved)
+    (tmp_path / "s" / "z").mkdir()
+    Image.new("RGB", (48, 40), "green").save(tmp_path / "s" / "z" / "P.png")
+    assert caption_main([*run, "--resume"]) == 0
+    records = {r["image"]: r["overlay"] for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    assert records["s/z/P.png"] == "ov/P-3-attention.png"
 
 
 def test_resume_in_another_overlay_format_names_new_overlays_apart_too(model_file, tmp_path, capsys, monkeypatch):
