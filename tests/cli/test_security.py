@@ -358,6 +358,26 @@ def test_model_info_and_file_names_reach_the_terminal_inert(tmp_path, capsys, ca
     assert lines[0].startswith(f"caption: error: {tmp_path}/empty\\x0afile.jpg: ") and "bad\\x0aname" in lines[1]
 
 
+@pytest.mark.long
+def test_what_the_training_commands_print_of_folders_and_configs_reaches_the_terminal_inert(tmp_path, capsys,
+                                                                                           monkeypatch):  # fmt: skip
+    """A planted run folder's name (found by --ckpt_path last) and a config's value reached the terminal raw: the
+    line naming the checkpoint, Lightning's "Restoring states from ...", the note on options left unread."""
+    monkeypatch.chdir(tmp_path)
+    planted = tmp_path / f"r/lightning_logs/v{ESCAPES}\u202e/checkpoints"
+    planted.mkdir(parents=True)
+    torch.save({"state_dict": {}, "pytorch-lightning_version": "2.6.0", "hyper_parameters": {}, "epoch": 0,
+                "global_step": 0}, planted / "last.ckpt")  # fmt: skip
+    config = Path(__file__).resolve().parents[1] / "fixtures/text/tiny_reorder.yaml"
+    odd = tmp_path / "odd.yaml"
+    odd.write_text('data:\n  task: "dates\\e]52;c;Zg==\\a\\e[2J\\u202e"\n')  # YAML's own escapes
+    for argv in (["fit", "--config", str(config), "--trainer.default_root_dir", "r", "--trainer.max_steps", "1",
+                  "--ckpt_path", "last"], ["fit", "--config", str(config), "--config", str(odd)]):  # fmt: skip
+        code, out, err = _exit(text_train, argv, capsys)
+        assert "\x1b" not in out + err and "\u202e" not in out + err, err
+        assert "\\x1b]52" in err and "\\x1b[2J" in err, err  # said, as escapes
+
+
 # --- what the review of the first fix found --------------------------------------------------------------------
 
 

@@ -313,3 +313,18 @@ def test_an_output_that_cannot_be_written_is_named_by_its_own_name_not_a_tempora
     with pytest.raises(FileNotFoundError) as exc:  # a folder checked before the work: named, not "tmprod4mgal"
         safe_files.probe_writable(tmp_path / "gone")
     assert exc.value.filename == str(tmp_path / "gone")
+
+
+def test_a_training_commands_stream_lets_a_bars_cursor_up_through_and_no_other_escape():
+    import io
+    import sys
+
+    captured = io.StringIO()
+    real = sys.stderr
+    sys.stderr = captured
+    try:
+        with safe_files.inert_streams(bars=True):
+            sys.stderr.write("step 3\x1b[A\r\x1b[2Jx\u202e\n")
+    finally:
+        sys.stderr = real
+    assert captured.getvalue() == "step 3\x1b[A\r\\x1b[2Jx\\u202e\n"

@@ -44,6 +44,7 @@ from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
 from text_attn.core.errors import WriteError, fail, one_line, unrecognized
 from text_attn.core.ranks import say
 from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
+from text_attn.core.safe_files import inert, inert_streams
 from text_attn.core.unread_options import Unread, dotted, given_unread
 from text_attn.core.version import add_version
 
@@ -57,6 +58,9 @@ class _NoTips(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = str(record.getMessage())
+        # its handler's stream is the one of when Lightning was imported, not the run's inert one: the path of a
+        # checkpoint restored ("Restoring states from ...") is made inert here
+        record.msg, record.args = inert(text, lines=True), None
         return "Tip:" not in text and not text.startswith("Seed set to ")
 
 
@@ -788,6 +792,10 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
                               _one_batch(argv, nodes), unread, None if configured else start, typed,
                               _export_follows_root(nodes, typed))  # fmt: skip
     restore = survive_closed_outputs()  # a reader of stdout / stderr that goes away does not end the run
+    # what reaches the terminal is inert: a run folder's name or a config's value holding escape sequences was printed
+    # as it was (a cleared screen, a window title set); the bars' cursor-up is kept
+    inert = inert_streams(bars=True)
+    inert.__enter__()
     try:
         return cli_cls(
             module_cls,
@@ -812,6 +820,7 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
         print(f"{prog}: interrupted before training began: nothing was written", file=sys.stderr)
         raise SystemExit(130) from None
     finally:
+        inert.__exit__(None, None, None)
         restore()
 
 

@@ -845,19 +845,45 @@ class _InertStream:
         return getattr(self._stream, name)
 
 
+CURSOR_UP = "\x1b[A"  # what tqdm's nested bars (Lightning's validation bar under the training one) move up with
+
+
+class _BarStream(_InertStream):
+    """:class:`_InertStream` that lets a progress bar's cursor-up through, and no other escape: the training
+    commands' stderr holds Lightning's bars and paths from files (a run folder's name, a config's values)."""
+
+    def write(self, text: str) -> int:
+        if CURSOR_UP not in text:
+            return super().write(text)
+        for k, part in enumerate(text.split(CURSOR_UP)):
+            if k:
+                self._stream.write(CURSOR_UP)
+            super().write(part)
+        return len(text)
+
+
+@contextlib.contextmanager
+def inert_streams(bars: bool = False) -> Iterator[None]:
+    """While it lasts, what is printed on stdout and stderr is made inert (``bars``: a progress bar's cursor-up
+    kept)."""
+    kind = _BarStream if bars else _InertStream
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, _InertStream):
+        sys.stdout = kind(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, _InertStream):
+        sys.stderr = kind(sys.stderr)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def inert_output(main: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a command's main: while it runs, what it prints on stdout and stderr is made inert."""
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
-        saved = sys.stdout, sys.stderr
-        if not isinstance(sys.stdout, _InertStream):
-            sys.stdout = _InertStream(sys.stdout)  # type: ignore[assignment]
-        if not isinstance(sys.stderr, _InertStream):
-            sys.stderr = _InertStream(sys.stderr)  # type: ignore[assignment]
-        try:
+        with inert_streams():
             return main(*args, **kwargs)
-        finally:
-            sys.stdout, sys.stderr = saved
 
     return run
