@@ -112,6 +112,10 @@ class CaptionPredictor(pl.LightningModule):
         rank, parts, jsonl = self.global_rank, self.parts, Path(self.args.jsonl)
         manifest = [str(Path(s).absolute()) for s in self.sources]
         settings = getattr(self.args, "run_settings", None)  # what the records are made with (caption_run)
+        if parts.is_symlink() or (parts.exists() and not parts.is_dir()):  # a planted link was written through: the
+            # records went where it pointed (and a --resume read what was planted there)
+            what = "a symbolic link" if parts.is_symlink() else "a file"
+            _stop(rank, f"cannot use --jsonl {jsonl}: {parts} is {what}, not the parts folder a run makes; remove it")
         try:
             if self.args.resume and settings is not None and (refused := check_resume(jsonl, settings, rank == 0)):
                 _stop(rank, refused)

@@ -188,6 +188,14 @@ def test_bad_uses_of_devices_are_one_line(model, tmp_path, capsys):
     with pytest.raises(SystemExit):
         _run([*inputs, "--model", model, "--jsonl", tmp_path / "o.jsonl", "--resume"])
     assert "resume it with --devices" in capsys.readouterr().err
+    # a planted link at OUT.parts: the parts were written where it pointed (a --resume read what was there)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "l.jsonl.parts").symlink_to(tmp_path / "elsewhere")
+    for resume in ([], ["--resume"]):
+        with pytest.raises(SystemExit) as exc:
+            _run([*inputs, "--model", model, "--jsonl", tmp_path / "l.jsonl", "--devices", "1", *resume])
+        assert exc.value.code == 2 and "l.jsonl.parts is a symbolic link" in capsys.readouterr().err
+    assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
 def test_devices_that_do_not_match_the_slurm_job_are_one_line(model, tmp_path, capsys, monkeypatch):
