@@ -521,7 +521,9 @@ def _json(body: bytes, most: int) -> Any:
                           f"{most:,}")  # fmt: skip
     try:
         return json.loads(text, object_pairs_hook=_once)
-    except (ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError too
+    except RecursionError:  # arrays in arrays a thousand deep: no request's JSON is (it read "not valid JSON")
+        raise ClientError(413, "the JSON is nested deeper than the parser goes; a request's is a few levels") from None
+    except ValueError as err:  # JSONDecodeError is a ValueError too
         raise ClientError(422, f"the body is not valid JSON ({type(err).__name__})") from None
 
 
