@@ -347,6 +347,12 @@ def test_model_info_and_file_names_reach_the_terminal_inert(tmp_path, capsys, ca
     odd = tmp_path / f"name{ESCAPES}.png"
     code, out, err = _exit(caption_main, [str(odd), "--model", str(cap), "--max-len", "3"], capsys)
     assert code == 1 and "\x1b" not in out + err and "name\\x1b]52" in err
+    # a photo that is there, named so (and with a bidirectional override): its caption line and its overlay's line
+    there = tmp_path / f"cat{ESCAPES}\u202egnp.png"
+    Image.new("RGB", (32, 32), "red").save(there, format="PNG")
+    code, out, err = _exit(caption_main, [str(there), str(there.with_name("b.png")), "--model", str(cap),
+                                          "--max-len", "3", "--overlay", str(tmp_path / "ov2")], capsys)  # fmt: skip
+    assert "\x1b" not in out + err and "\u202e" not in out + err and "cat\\x1b]52" in out and "\\u202e" in err
     # a line break in a name stays inside its line: an error line and a "wrote" line are one line each
     broken, photo = tmp_path / "empty\nfile.jpg", tmp_path / "bad\nname.png"
     broken.write_bytes(b"")
