@@ -102,6 +102,30 @@ def test_a_planted_last_checkpoint_is_read_weights_only_when_resumed(tmp_path, c
     assert not marker.exists()
 
 
+def test_a_planted_hpc_checkpoint_is_checked_before_lightning_reads_it(tmp_path, capsys, cli_run_in_tmp,
+                                                                       monkeypatch):  # fmt: skip
+    """--ckpt_path hpc was left to the toolkit's checkpoint reader, which a strategy reading checkpoints itself (FSDP's)
+    never calls: the highest hpc_ckpt_N.ckpt of the run folder is checked first, as a file given is."""
+    from text_attn.core.run_checkpoints import hpc_file
+
+    run = tmp_path / "run"
+    run.mkdir()
+    torch.save({"x": 1}, run / "hpc_ckpt_2.ckpt")
+    marker = tmp_path / "ran"
+    code_checkpoint(run / "hpc_ckpt_10.ckpt", marker)  # the highest number, not the newest name sorted as text
+    assert hpc_file(run) == run / "hpc_ckpt_10.ckpt" and hpc_file(tmp_path / "none") is None
+    config = Path(__file__).resolve().parents[1] / "fixtures/text/tiny_reorder.yaml"
+
+    def reached(*args, **kwargs):  # as under FSDP: no check of the toolkit's reader to rely on
+        raise AssertionError("Lightning's read came before the check")
+
+    monkeypatch.setattr("text_attn.core.lightning_parts.AtomicCheckpointIO.load_checkpoint", reached)
+    code, _, err = _exit(text_train, ["fit", "--config", str(config), "--trainer.default_root_dir", str(run),
+                                      "--ckpt_path", "hpc"], capsys)  # fmt: skip
+    assert code == 2 and "hpc_ckpt_10.ckpt: refused: it holds more than tensors" in _one_error(err)
+    assert not marker.exists()
+
+
 def test_the_checkpoint_reader_lightning_uses_refuses_urls_and_code(tmp_path):
     from text_attn.core.lightning_cli import CheckpointRefused, _make_cli_class
 

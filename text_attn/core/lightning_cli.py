@@ -363,8 +363,13 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             ckpt_path = self.config[sub].get("ckpt_path")
             if ckpt_path and "://" in str(ckpt_path):
                 raise CheckpointRefused(remote_message(ckpt_path))
-            if not ckpt_path or str(ckpt_path) == "hpc":
-                return  # resolved by Lightning to a local file, read by AtomicCheckpointIO.load_checkpoint
+            if not ckpt_path:
+                return
+            if str(ckpt_path) == "hpc":  # Lightning's file, checked here too: a strategy that reads checkpoints itself
+                # (FSDP's) never calls AtomicCheckpointIO.load_checkpoint, and its reader unpickles any class
+                ckpt_path = run_checkpoints.hpc_file(_configured_trainer(self.config[sub]).default_root_dir)
+                if ckpt_path is None:
+                    return  # none: Lightning says so
             if str(ckpt_path) in run_checkpoints.NAMES:  # the file _prepare_subcommand_kwargs will resolve it to
                 ckpt_path = run_checkpoints.resolve(str(ckpt_path), _configured_trainer(self.config[sub]))
                 if ckpt_path is None:

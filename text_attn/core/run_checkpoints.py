@@ -38,6 +38,15 @@ def torch_unreadable(path: str | Path) -> str:
     return "an empty file" if size == 0 else f"{size:,} bytes that torch cannot read as one"
 
 
+def hpc_file(root: str | Path | None) -> Path | None:
+    """The file ``--ckpt_path hpc`` names, as Lightning finds it: ``hpc_ckpt_N.ckpt`` of the highest N in the run's
+    ``default_root_dir`` (the working folder without one); None where there is none."""
+    folder = Path(root or ".")
+    numbered = [(int(m.group(1)), p) for p in folder.glob("hpc_ckpt_*.ckpt")
+                if (m := re.fullmatch(r"hpc_ckpt_(\d+)\.ckpt", p.name))]  # fmt: skip
+    return max(numbered)[1] if numbered else None
+
+
 def holds_code(err: Exception) -> bool:
     """Whether torch's weights-only reader refused a file for what it holds (pickled objects or code) rather than for
     not being a pickle at all (a text file, random bytes: "Unsupported operand"), which is unreadable, not code."""
