@@ -287,6 +287,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
         self.save_hyperparameters()
         self.vocab: Vocabulary | None = None
         self.splits: dict[str, CaptionSplit] = {}
+        self._held_names: list[str] | None = None  # held_out's, as the splits were read
         self.scenes: dict[str, list[Scene]] = {}
         self.features: dict[str, torch.Tensor] = {}  # split -> (N, L, D) float16, once cached
         # split -> the fingerprint of the encoder its features came from (fill_feature_cache; None: not given)
@@ -545,6 +546,23 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             )
         return out
 
+    def held_out(self) -> list[str] | None:
+        """The val and test photos' file names (ResumableBatches: a resume tells whether they are the checkpoint's
+        run's), as the splits were read: photos that cannot be read leave them later, at the fit's start (a resume
+        compares before that, a save comes after); None for a split of photos made in memory (shapes) or streamed."""
+        if self._held_names is None:
+            self._held_names = self._split_names()
+        return self._held_names or None
+
+    def _split_names(self) -> list[str]:
+        names = []
+        for split in ("val", "test"):
+            for image in self.splits[split].images if split in self.splits else ():
+                if not isinstance(image, (str, Path)):
+                    return []
+                names.append(f"{split}:{Path(image).name}")
+        return names
+
     def setup(self, stage: str | None = None) -> None:
         self._load_splits()
         test = self.splits.get("test")
@@ -562,6 +580,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             load_chunks(self)  # vocabulary, val and test; train streams
             return
         self.splits = self._load()
+        self._held_names = self._split_names()  # before any photo leaves them (held_out)
         self.scenes = {s: sp.scenes for s, sp in self.splits.items() if sp.scenes is not None}
         hp = self.hparams
         train = self.splits["train"].references

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
+import torch
 from helpers.scene_corpus import write_flickr8k, write_karpathy
 from PIL import Image
 from pytorch_lightning.callbacks import ModelCheckpoint
@@ -302,3 +303,36 @@ def test_french_captions_with_typographic_apostrophes_build_the_vocabulary_ascii
     (item,) = read_karpathy(tmp_path / "k.json", folder)["train"]
     assert item.captions == [["l'homme", "seul", "court"]]
     assert item.boxes == [[(1, (0.0, 0.0, 8.0, 8.0)), (2, (8.0, 8.0, 16.0, 16.0))]]  # "seul" and "court", as written
+
+
+def test_a_resume_after_the_folder_grew_says_its_val_and_test_changed(tmp_path, capsys):
+    """Photos added since the checkpoint moved photos between the splits (an old test photo into train), and the
+    resumed fit went on unsaid. What a photo that cannot be read does later (it leaves its split at the fit's start)
+    changes nothing: the names are those the splits were read with."""
+    from types import SimpleNamespace
+
+    folder, tsv = _folder(tmp_path)
+
+    def module() -> CaptionDataModule:
+        dm = CaptionDataModule(source="folder", image_dir=str(folder), captions_tsv=str(tsv), val_size=3, test_size=3,
+                               batch_size=4)  # fmt: skip
+        dm.setup("fit")
+        dm.trainer = SimpleNamespace(state=SimpleNamespace(fn="fit"), ckpt_path="last.ckpt")
+        return dm
+
+    first = module()
+    names = first.held_out()
+    assert len(names) == 6 and sum(n.startswith("val:") for n in names) == 3
+    first.features["val"] = torch.zeros(3, 1)  # as encoded (one row a photo)
+    first._leave_out("val", [0])  # unreadable when encoded: the split goes on without it
+    assert first.held_out() == names
+    saved = {"epoch": 0, "batches_done": 1, "batch_size": 4, "held_out": first._held_out_digest()}
+    capsys.readouterr()
+    module().load_state_dict(saved)
+    assert "not those of the run" not in capsys.readouterr().err
+    for k in range(20):  # photos of their own (a copy of one would be read as that one)
+        Image.new("RGB", (16, 16), (200, 10 * k, 30)).save(folder / f"q{k}.png", format="PNG")
+    with tsv.open("a", encoding="utf-8") as f:
+        f.write("".join(f"q{k}.png\t{GERMAN[0]}\n" for k in range(20)))
+    module().load_state_dict(saved)
+    assert "data: note: this run's val and test are not those of the run" in capsys.readouterr().err

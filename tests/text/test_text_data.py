@@ -98,3 +98,27 @@ def test_the_language_pair_given_is_recorded_and_none_is_guessed(task, tmp_path)
     ]
     assert info(tgt_lang="en")[1] == "languages:      (not given) -> English"
     assert info() == ["input check:    notes input unlike the text the model learned from, by its language and words"]
+
+
+def test_a_resume_whose_val_and_test_changed_since_the_checkpoint_says_so(tmp_path, capsys):
+    """A corpus grown since: pairs moved between the splits (a test pair into train), and the resumed fit went on
+    unsaid, its best checkpoint chosen on other pairs."""
+    from types import SimpleNamespace
+
+    pairs = [(f"Der Satz für die Zahl {i}.", f"The sentence for the number {i}.") for i in range(40)]
+
+    def module(rows) -> TranslationDataModule:
+        where = _corpus("tsv", tmp_path, rows, "de")
+        dm = TranslationDataModule(task="tsv", val_size=4, test_size=4, batch_size=8, **where)
+        dm.setup("fit")
+        dm.trainer = SimpleNamespace(state=SimpleNamespace(fn="fit"), ckpt_path="last.ckpt")
+        return dm
+
+    saved = {"epoch": 0, "batches_done": 1, "batch_size": 8, "held_out": module(pairs)._held_out_digest()}
+    capsys.readouterr()
+    module(pairs).load_state_dict(saved)
+    assert "not those of the run" not in capsys.readouterr().err
+    module([*pairs, ("Ein neuer Satz.", "A new sentence.")]).load_state_dict(saved)
+    (note,) = [line for line in capsys.readouterr().err.splitlines() if "not those of the run" in line]
+    assert note.startswith("data: note: this run's val and test are not those of the run the checkpoint comes from")
+    assert note.endswith("--model.init_from last.ckpt")

@@ -16,12 +16,15 @@ reshuffled every epoch, or fixed under ``--trainer.overfit_batches``. Nothing he
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+from text_attn.core.ranks import say
 
 POOL_BATCHES = 50  # indices are sorted by length within pools of this many batches
 
@@ -141,6 +144,15 @@ class ResumableBatches:
 
     _resume_skip: tuple[int, int] | None = None
 
+    def held_out(self) -> list[str] | None:
+        """What names this run's val and test items (their photos' file names, their sentences), for a resume to tell
+        whether they are the checkpoint's run's; None: not told (made-up data, a streamed corpus)."""
+        return None
+
+    def _held_out_digest(self) -> str | None:
+        names = self.held_out() if getattr(self, "splits", None) else None
+        return None if names is None else hashlib.sha256("\n".join(names).encode("utf-8", "replace")).hexdigest()[:16]
+
     def state_dict(self) -> dict[str, Any]:
         trainer = getattr(self, "trainer", None)
         if trainer is None:
@@ -159,6 +171,8 @@ class ResumableBatches:
         total = trainer.num_training_batches
         if isinstance(total, int) or (isinstance(total, float) and total.is_integer()):  # inf: a loader of no length
             state["epoch_batches"] = int(total)
+        if (held := self._held_out_digest()) is not None:
+            state["held_out"] = held
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -168,6 +182,13 @@ class ResumableBatches:
         saved, now = state.get("batch_size"), int(self.hparams.batch_size)
         trainer = getattr(self, "trainer", None)
         fitting = trainer is not None and trainer.state.fn == "fit"  # validate / test --ckpt_path: no train loader
+        if fitting and state.get("held_out") and (held := self._held_out_digest()) and held != state["held_out"]:
+            # a folder grown or changed since: photos moved between the splits (a test photo into train), unsaid
+            ckpt = getattr(trainer, "ckpt_path", None) or "CKPT"
+            say("data: note: this run's val and test are not those of the run the checkpoint comes from (its data "
+                "changed since): the scores and the best checkpoint so far were of others, and some of them may now "
+                f"be trained on; to keep the data as it is now, start a new fit from its weights: --model.init_from "
+                f"{ckpt}")  # fmt: skip
         if done and saved is not None and int(saved) != now and fitting:
             # Mid-epoch, batches of another size group the samples otherwise: the skip would leave out some not yet
             # trained and repeat others. At an epoch's end too: Lightning goes on counting the epoch's batches from

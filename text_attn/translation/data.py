@@ -530,6 +530,14 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         if lang and self.codec.mode == "word" and self.codec.target_lang != lang:
             self.codec = replace(self.codec, target_lang=lang)
 
+    def held_out(self) -> list[str] | None:
+        """The val and test pairs (ResumableBatches: a resume tells whether they are the checkpoint's run's); None
+        for a streamed corpus."""
+        if self.streams:
+            return None
+        return [f"{split}:{e.src_text}\t{e.tgt_text}" for split in ("val", "test") if split in self.splits
+                for e in self.splits[split].examples]  # fmt: skip
+
     def unknown_tokens(self, side: str) -> list[str]:
         """The train split's tokens its ``side`` (source, target or shared) vocabulary lacks, most frequent first;
         none for a chunk folder (its samples are ids)."""
