@@ -17,6 +17,7 @@ Lightning is not imported here: these take the trainer they are given.
 from __future__ import annotations
 
 import math
+import struct
 
 from text_attn.core.run_report import out_of_100
 
@@ -51,7 +52,9 @@ class StartScores:
                 continue
             best, larger = float(best), getattr(cb, "mode", "min") == "max"
             if metric in self.scores:
-                start = self.scores[metric]
+                # as logged: the checkpoint's best is the float32 Lightning kept, the start's a float64; equal scores
+                # differed in their last digits and the start's weights were "better" on a tie (written back)
+                start = float(struct.unpack("f", struct.pack("f", self.scores[metric]))[0])
                 line = f"{metric}: {shown(metric, start)} from model.init_from {name} before training, "
                 line += f"{shown(metric, best)} at the best checkpoint"
                 better = start > best if larger else start < best
