@@ -182,7 +182,8 @@ def unreadable_rows(features: torch.Tensor) -> list[int]:
 def _say_skipped(split: str, bad: list[int], images: Sequence, first: str) -> None:
     if bad:
         say(f"caption data: skipped {len(bad)} of {len(images)} {split} photos that cannot be read (first: "
-            f"{inert(first)}); data.strict refuses them")  # fmt: skip
+            f"{inert(first)}): {len(images) - len(bad):,} {split} photos are trained or scored on, as the model "
+            "file records; data.strict refuses them")  # fmt: skip
 
 
 # The key of a batch none of whose photos can be read (its one key; its value: the entries left out): the data module's

@@ -63,7 +63,8 @@ def test_cached_features_leave_an_unreadable_photo_out_and_remember_it(corpus, t
     assert dm.fill_feature_cache(_encoder(calls), PRE, ["train", "val"], **cache) == ["train", "val"]
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line == (f"caption data: skipped 2 of 16 train photos that cannot be read (first: {bad[0]}: an empty file "
-                    "(0 bytes), not a photo); data.strict refuses them")  # fmt: skip
+                    "(0 bytes), not a photo): 14 train photos are trained or scored on, as the model file records; "
+                    "data.strict refuses them")  # fmt: skip
     kept = [k for k in range(16) if k not in (3, 9)]
     assert dm.splits["train"].images == [train[k] for k in kept]
     assert dm.splits["train"].references == [references[k] for k in kept]
