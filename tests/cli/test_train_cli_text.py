@@ -122,8 +122,16 @@ def test_a_config_is_found_by_name_in_the_shipped_folder_and_a_path_is_left_alon
     (tmp_path / "big").mkdir()  # a folder of that name (an optimize --out) is no config: the shipped one is read
     assert named_configs("t", ["--config", "big"], shipped) == ["--config", str(shipped / "big.yaml")]
     (tmp_path / "small.yaml").write_text("a: 1\n")  # a file of that name here is the user's: it wins
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "big.yaml").write_text("a: 2\n")
     assert named_configs("t", ["--config", "small.yaml", "--config", "sub/big.yaml"], shipped) == [
         "--config", "small.yaml", "--config", "sub/big.yaml"]  # fmt: skip
+    # a path that is not there, named as a shipped config is (the docs' configs/text/NAME.yaml outside a checkout)
+    with pytest.raises(SystemExit):
+        named_configs("text-train", ["fit", "--config", "configs/text/big.yaml"], shipped)
+    said = "text-train: error: --config configs/text/big.yaml: no such file; the shipped config of that name is "
+    said += "--config big"
+    assert capsys.readouterr().err.strip() == said
     with pytest.raises(SystemExit) as exc:
         named_configs("text-train", ["fit", "--config", "smal"], shipped)
     (line,) = capsys.readouterr().err.strip().splitlines()

@@ -632,6 +632,14 @@ def named_configs(prog: str, args: list[str], folder: Path | None) -> list[str]:
 
 
 def _shipped(prog: str, value: str, folder: Path | None) -> str:
+    stem = Path(value).name.removesuffix(".yaml")
+    if (
+        not Path(value).exists()
+        and ("/" in value or os.sep in value)
+        and folder is not None
+        and (folder / f"{stem}.yaml").is_file()
+    ):  # the docs' configs/caption/NAME.yaml, run outside a checkout
+        fail(prog, f"--config {value}: no such file; the shipped config of that name is --config {stem}")
     if Path(value).is_file() or "/" in value or os.sep in value or value.startswith("-"):  # a folder: no config
         return value
     stem = value.removesuffix(".yaml")
