@@ -200,7 +200,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
                 reads is refused (it would go unread).
             karpathy_json: the Karpathy-split JSON (dataset_coco.json, dataset_flickr8k.json, ...).
             image_root: folder that the JSON's filepath/filename are relative to.
-            image_dir: the image folder for ``folder``. captions_tsv: its ``filename<TAB>caption`` file.
+            image_dir: the photo folder for ``folder`` (its subfolders too).
+            captions_tsv: its captions file: ``filename<TAB>caption`` lines, or a ``.csv`` (``filename,caption``),
+                gzipped or not; one line a caption, a photo's several on lines of their own.
             root: ``flickr8k``: the dataset's folder, in its original layout or Kaggle's (captioning.training.readers);
                 or, for any source, a folder ``caption-train optimize`` wrote: its chunks are streamed
                 (captioning.training.streaming; the vocabulary is the one it stored).
