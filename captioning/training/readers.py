@@ -151,7 +151,7 @@ def _check_files(items: list[ImageItem], source: Path, strict: bool, hint: str =
     missing = [it for it in items if not it.path.is_file()]
     if not missing:
         return items
-    near = _near_miss(missing[0].path)  # the file the first missing name most likely means, in words (or "")
+    near = _first_near(missing)  # the file a missing name most likely means, in words (or "")
     if len(missing) == len(items):  # not a few photos gone: the wrong folder, or names the file does not give alone
         raise CaptionDataError(
             f"{source}: none of the {len(items)} photos it names is in {missing[0].path.parent} (first: "
@@ -169,23 +169,54 @@ def _check_files(items: list[ImageItem], source: Path, strict: bool, hint: str =
     return [it for it in items if id(it) not in gone]
 
 
-def _near_miss(path: Path) -> str:
+NEAR_TRIED = 200  # missing names looked at for a likely file: the first with one is said (ghost.jpg hid casedog.jpg)
+
+
+def _first_near(missing: list[ImageItem]) -> str:
+    """The hint for the first of the ``missing`` photos (up to NEAR_TRIED) whose name likely means a file there:
+    said as the first's own, or naming it where another comes first."""
+    listings: dict[str, tuple[list[str], list[str]]] = {}  # a folder listed once for all the names looked at
+    for k, item in enumerate(missing[:NEAR_TRIED]):
+        if near := _near_miss(item.path, listings):
+            return near if k == 0 else f"; {item.path.name}{near.replace('; ', ': ', 1)}"
+    return ""
+
+
+def _listing(folder: str) -> tuple[list[str], list[str]]:
+    """A folder's (file names, subfolder names); ([], []) where it cannot be listed (scandir: a folder of 100,000
+    photos is listed without a stat each)."""
+    try:
+        with os.scandir(folder) as entries:
+            found = [(e.name, e.is_dir()) for e in entries]
+    except OSError:  # no such folder: nothing near
+        return [], []
+    return [n for n, d in found if not d], [n for n, d in found if d]
+
+
+def _near_miss(path: Path, listings: dict[str, tuple[list[str], list[str]]] | None = None) -> str:
     """For a photo not found, the file its name most likely means (``; the folder has p.JPG``): a name in another
     case, without its extension or with another one (``p.jpeg``), or written with Windows' backslashes between
-    folders; "" where none is found."""
+    folders; one in a subfolder (``2023/img_0.jpg``: the captions name photos by their paths from the folder); the
+    folder's name twice (``photos/photos/x.jpg``: the file names them from the folder above); "" where none is
+    found."""
     if "\\" in path.name and (slashed := path.parent / path.name.replace("\\", "/")).is_file():
         return f"; {slashed} exists: write / between folders, not \\"
-    try:  # scandir: a folder of 100,000 photos is listed without a stat each
-        with os.scandir(path.parent) as entries:
-            names = [e.name for e in entries if e.is_file()]
-    except OSError:  # no such folder: nothing near
-        return ""
+    listings = {} if listings is None else listings  # ``listings``: the folders listed so far, reused
+    if (folder := str(path.parent)) not in listings:
+        listings[folder] = _listing(folder)
+    names, subfolders = listings[folder]
     wanted, stem = path.name.casefold(), Path(path.name).stem.casefold()
     for how, same in (("in another case", lambda n: n.casefold() == wanted),
                       ("with an extension", lambda n: Path(n).stem.casefold() == wanted),
                       ("with another extension", lambda n: Path(n).stem.casefold() == stem)):  # fmt: skip
         if found := sorted(n for n in names if same(n)):
             return f"; the folder has {found[0]}, {how}"
+    above = path.parent.parent
+    if path.parent.name and path.parent.name == above.name and (above / path.name).is_file():
+        return f"; {above / path.name} exists: the file names its photos from the folder above ({above.name}/ twice)"
+    for sub in sorted(subfolders)[:NEAR_TRIED]:
+        if (path.parent / sub / path.name).is_file():
+            return f"; {sub}/{path.name} is in a subfolder: the file names photos by their paths from the folder"
     return ""
 
 

@@ -114,3 +114,45 @@ def test_a_token_file_that_names_nothing_says_why(tmp_path, lines, why):
     with pytest.raises(CaptionDataError, match="no caption names an image of the folder") as exc:
         read_flickr8k(write_original(tmp_path / "f", token_lines=lines))
     assert str(exc.value).endswith(why)
+
+
+def _photo(path: Path, shade: int) -> None:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (8, 8), (shade, 40, 90)).save(path)
+
+
+def test_the_likely_file_of_a_missing_name_is_said_where_it_is_not_the_first_missing(tmp_path, capsys):
+    """ghost.jpg (no such photo) came first: casedog.jpg, which the folder has as CaseDog.jpg, was not hinted."""
+    for k, name in enumerate(("a.jpg", "b.jpg", "CaseDog.jpg")):
+        _photo(tmp_path / "q" / name, 60 * k)
+    (tmp_path / "q.tsv").write_text("a.jpg\ta dog\nghost.jpg\ta cat\ncasedog.jpg\ta dog runs\nb.jpg\ta b\n")
+    read_folder(tmp_path / "q", tmp_path / "q.tsv")
+    said = next(line for line in capsys.readouterr().err.splitlines() if "files are missing" in line)
+    assert said.endswith(f"(first: {tmp_path / 'q' / 'ghost.jpg'}; casedog.jpg: the folder has CaseDog.jpg, in "
+                         "another case)")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "folder", "says"),
+    [
+        # the captions name photos by their file names alone, the photos sit in a subfolder
+        (
+            "img_0.jpg",
+            "nest",
+            "; 2023/img_0.jpg is in a subfolder: the file names photos by their paths from the folder",
+        ),
+        # named from the folder above data.image_dir: photos/photos/x.jpg
+        ("photos/img_0.jpg", "photos", "exists: the file names its photos from the folder above (photos/ twice)"),
+    ],
+)
+def test_photos_named_from_another_folder_say_where_they_are(tmp_path, name, folder, says):
+    where = tmp_path / folder / ("2023" if folder == "nest" else "")
+    for k in range(3):
+        _photo(where / f"img_{k}.jpg", 50 * k)
+    tsv = tmp_path / "c.tsv"
+    tsv.write_text("".join(f"{name.replace('0', str(k))}\tcaption {k}\n" for k in range(3)))
+    with pytest.raises(CaptionDataError) as err:
+        read_folder(tmp_path / folder, tsv)
+    assert says in str(err.value), err.value
