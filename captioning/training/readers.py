@@ -394,7 +394,9 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     folder = _Folder(image_dir)
     first = True  # the first line with content: a header ("image<TAB>caption", as pandas writes one) is skipped
     lines = text_lines(_read_text(tsv, "captions file"))
-    comma = reads_as_csv(tsv.name.removesuffix(".gz"), lines)  # spreadsheets' and pandas' own: a caption in quotes
+    # spreadsheets' and pandas' own: a caption in quotes; and a file of another name that starts with a CSV header
+    # ("image,caption": Kaggle's Flickr8k captions.txt)
+    comma = reads_as_csv(tsv.name.removesuffix(".gz"), lines) or _csv_header(lines)
     repeated: list[int] = []  # lines of a photo and caption read before (a file joined to itself): read once
 
     def not_csv(line: int, why: str) -> CaptionDataError:
@@ -429,9 +431,19 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
         if not tab or not name.strip():
             hint = " (commas between them? a .csv file is read as CSV)" if not comma and "," in line else ""
             hint = SEMICOLONS if comma and ";" in line and not tab else hint
+            if "|" in line and not tab:  # Flickr30k's results.csv: "image_name| comment_number| comment"
+                hint = " (| between them? save it with tabs, or as a CSV with commas)"
+            if line.lstrip()[:1] in ("{", "["):
+                hint = (
+                    " (JSON is not read here: a TSV or CSV of file names and captions is; a Karpathy JSON is "
+                    "data.source karpathy)"
+                )
             want = "filename,caption" if comma else "filename<TAB>caption"
             raise CaptionDataError(f"{tsv}: line {n}: expected '{want}', got {line[:60]!r}{hint}")
-        name = _photo_key(_FLICKR_NUMBER.sub("", name.strip()))  # Flickr8k's token file writes "photo.jpg#0"
+        name = name.strip()
+        if len(name) > 1 and name[0] == name[-1] == '"' and not comma:  # a TSV written with quoted fields
+            name = name[1:-1].replace('""', '"')
+        name = _photo_key(_FLICKR_NUMBER.sub("", name))  # Flickr8k's token file writes "photo.jpg#0"
         if name not in by_name:
             try:
                 path = folder.path(name)
@@ -541,6 +553,16 @@ def _unspaced_note(tsv: Path, captions: list[str]) -> None:
 # a captions file's header line, as a spreadsheet or pandas writes one: its two columns' names
 _HEADER_NAMES = frozenset("image images image_name image_id img file filename file_name photo path name id".split())
 _CAPTION_NAMES = frozenset("caption captions text description comment sentence label".split())
+
+
+def _csv_header(lines: list[str]) -> bool:
+    """Whether a captions file's first line with content is a CSV header (``image,caption``) with no tab: its lines
+    are CSV, whatever its name (Kaggle's Flickr8k ``captions.txt``)."""
+    head = next((line for line in lines if line.strip()), "")
+    if "\t" in head or "," not in head:
+        return False
+    name, _, caption = head.partition(",")
+    return _header(name.strip().strip('"'), caption.split(",")[0].strip().strip('"'))
 
 
 def _header(name: str, caption: str) -> bool:

@@ -156,3 +156,26 @@ def test_photos_named_from_another_folder_say_where_they_are(tmp_path, name, fol
     with pytest.raises(CaptionDataError) as err:
         read_folder(tmp_path / folder, tsv)
     assert says in str(err.value), err.value
+
+
+def test_kaggles_captions_txt_is_read_as_csv_and_other_layouts_get_their_own_hint(tmp_path, capsys):
+    """Kaggle's Flickr8k captions.txt is CSV with an image,caption header under a .txt name: it was refused with
+    "commas between them? a .csv file is read as CSV"; a pipe-separated file (Flickr30k's results.csv) and a JSON got
+    that hint too, and a TSV of quoted names read '"p0.jpg"' as a name."""
+    for k in range(3):
+        _photo(tmp_path / "k" / f"p{k}.jpg", 60 * k)
+    kaggle = tmp_path / "captions.txt"
+    kaggle.write_text("image,caption\n" + "".join(f'p{k}.jpg,"A dog, running {k}."\n' for k in range(3)))
+    items = read_folder(tmp_path / "k", kaggle)
+    assert [(i.path.name, i.raw) for i in items] == [(f"p{k}.jpg", [f"A dog, running {k}."]) for k in range(3)]
+    assert "line 1 read as a header" in capsys.readouterr().err
+    quoted = tmp_path / "q.tsv"
+    quoted.write_text('"p0.jpg"\tA dog.\n"p1.jpg"\tA cat.\n"p2.jpg"\tA bird.\n')
+    assert [i.path.name for i in read_folder(tmp_path / "k", quoted)] == ["p0.jpg", "p1.jpg", "p2.jpg"]
+    for text, hint in (("image_name| comment_number| comment\np0.jpg| 0| A dog.\n", "(| between them? save it"),
+                       ('{"p0.jpg": "a dog"}\n', "(JSON is not read here")):  # fmt: skip
+        other = tmp_path / "other.tsv"
+        other.write_text(text)
+        with pytest.raises(CaptionDataError, match=r"other\.tsv: line 1: expected") as err:
+            read_folder(tmp_path / "k", other)
+        assert hint in str(err.value)
