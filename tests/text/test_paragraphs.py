@@ -132,6 +132,8 @@ def test_files_are_read_a_paragraph_an_input():
         ("ein mann läuft", "und springt.", False),  # typed lowercase: a missing period tells nothing
         ("ein mann läuft über die", "straße.", True),  # but an article does
         ("Zwei Kinder spielen in der Sonne. Die", "Frau liest.", True),  # an article at a sentence's start too
+        ("Die Sitzung der UN", "Die Delegierten kamen.", False),  # in capitals: a name, not "un"
+        ("Wir nehmen Plan A", "The second plan failed.", False),  # a lone capital: not "a"
         ("ein mann läuft-", "weg", True),
         ("", "läuft", False),
         ("Ein Mann läuft über die", "", False),

@@ -36,6 +36,8 @@ LINE = f"{FIRST} {SECOND}"
         ("He said. “Hello there.” Then left.", ["He said.", "“Hello there.”", "Then left."]),
         # a web address, a number of thousands, a date with its year end a sentence
         ("Mehr auf www.example.de. Eine Katze.", ["Mehr auf www.example.de.", "Eine Katze."]),
+        ("Siehe example.de. Eine Katze.", ["Siehe example.de.", "Eine Katze."]),
+        ("Prof.Dr. Müller kam. Er ging.", ["Prof.Dr. Müller kam.", "Er ging."]),
         ("See https://example.com/a. Next one.", ["See https://example.com/a.", "Next one."]),
         ("Ein Hund kostet 1.000. Eine Katze.", ["Ein Hund kostet 1.000.", "Eine Katze."]),
         ("Am 3.10.2024. Ein Fest.", ["Am 3.10.2024.", "Ein Fest."]),
@@ -51,6 +53,8 @@ LINE = f"{FIRST} {SECOND}"
         ("Er wohnt in der Hauptstr. 5 in Berlin.", None),
         ("Am 3.10. Ein Fest.", None),  # a date without its year
         ("Das ist z.B. Ein Test, u.a. Dies.", None),
+        ("Dipl.Ing. Meyer kam heute an.", None),  # periods inside, no web address: an abbreviation
+        ("Bitte Tel.Nr. Angeben.", None),
     ],
 )
 def test_a_line_is_cut_where_its_sentences_end_and_nowhere_else(line, sentences):

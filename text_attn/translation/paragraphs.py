@@ -135,6 +135,13 @@ def _join_run(kept: list[str], word_logp: Callable[[str], float | None] | None, 
     return text
 
 
+def _article(word: str) -> bool:
+    """Whether a line's last word is one no sentence ends with (:data:`NO_END`), as written mid-sentence or starting
+    one ("Die" + "Frau": German's nouns start with capitals); not in capitals ("LA", "UN", "DU": names) nor a lone
+    capital ("Plan A")."""
+    return word.lower() in NO_END and (word.islower() or (len(word) > 1 and word.istitle()))
+
+
 def _wrapped_here(lines: list[str], width: int) -> bool:
     """Whether stripped ``lines`` (three or more, :data:`OWN_WRAP` wide or more: not a signature's nor an address's)
     were wrapped at their own ``width``, narrower than the text around: no line could have held the next one's first
@@ -173,7 +180,7 @@ def kept_break(before: str, line: str, width: int, listing: bool = False) -> boo
         return True  # an item starts
     if item_mark(before)[0].startswith("#"):
         return True  # a Markdown heading ends
-    if _HEAD.search(before) or before.endswith(",") or before.rsplit(None, 1)[-1].lower() in NO_END:
+    if _HEAD.search(before) or before.endswith(",") or _article(before.rsplit(None, 1)[-1]):
         return False
     first = line.split(None, 1)[0]
     starts = bool(mark) or first[0].isupper() or first[0].isdigit() or first[0] in "\"'„“«‚‘(["
@@ -211,7 +218,7 @@ def goes_on(before: str, line: str) -> bool:
     (depth, before), (other, line) = quoted(before), quoted(line)
     if depth != other or not before or not line[:1].isalpha():
         return False
-    if before.rsplit(None, 1)[-1].lower() in NO_END:  # "Die" + "Frau": German's nouns start with capitals
+    if _article(before.rsplit(None, 1)[-1]):
         return True
     if not line[0].islower():
         return False

@@ -72,6 +72,11 @@ ABBREVIATIONS = frozenset(
 )  # fmt: skip
 
 
+# top-level domains a sentence may end a web address with ("siehe example.de."): the common generic ones and the
+# countries of the languages read here and their neighbours
+DOMAINS = frozenset("com org net edu gov info io eu de at ch fr be lu nl cz sk pl it es uk dk se no fi us ca".split())
+
+
 def split_sentences(line: str) -> list[str]:
     """``line``'s sentences, in order, each stripped (one: ``[line.strip()]``, where no sentence ends inside it; [] for
     a blank line); a line break inside ``line`` ends one. Joined with single spaces they give the line, its runs of
@@ -200,7 +205,8 @@ def _ends_as_sentence(word: str) -> bool:
     parts = word.strip("/").split(".")
     if all(part.isdigit() for part in parts):
         return len(parts[-1]) >= 3
-    return len(parts) >= 2 and parts[-1].isalpha() and 2 <= len(parts[-1]) <= 6 and max(len(p) for p in parts[:-1]) >= 3
+    # a domain: its last part a top-level domain people write ("Prof.Dr", "Dipl.Ing", "Tel.Nr" are abbreviations)
+    return len(parts) >= 2 and parts[-1].lower() in DOMAINS and max(len(p) for p in parts[:-1]) >= 2
 
 
 def join_grids(grids: list[Tensor], source_lengths: list[int]) -> Tensor:
