@@ -17,6 +17,7 @@ from helpers.multi30k import DE
 from helpers.one_line import refused
 from helpers.tiny_translator import tiny_subword_model_file
 
+from text_attn.core.casing import composed, shows_nothing
 from text_attn.translation import plot_files, translate_cli
 from text_attn.translation.translate_cli import translate_main
 from text_attn.translation.translator import Translator
@@ -94,6 +95,12 @@ def test_characters_no_reader_sees_are_not_read(model_file, capsys, monkeypatch)
     translator = Translator.load(model_file)
     assert translator.tokenize(hidden) == translator.tokenize(typed)
     assert translator.read_paragraph("Ein Mann fährt mit dem Fahr\u00ad\nrad.") == typed  # a line's end: joins
+    # the joiners and direction marks are written: Persian's "می\u200cخواهم", an emoji family; a line of them alone is
+    # blank all the same
+    assert (
+        composed("می\u200cخواهم \U0001f468\u200d\U0001f469\u200e") == "می\u200cخواهم \U0001f468\u200d\U0001f469\u200e"
+    )
+    assert shows_nothing("\u200d\u200e \ufeff") and not shows_nothing("\u200b-")
 
 
 def test_a_line_of_marks_alone_is_written_as_typed(model_file, tmp_path, capsys, monkeypatch):

@@ -30,16 +30,22 @@ from collections.abc import Container, Iterable
 WORD = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*")  # a word: letters, joined by hyphens or apostrophes (' or ’)
 
 
-# characters no reader sees, there to guide a typesetter or a renderer: a soft hyphen (where a word may break), the
-# zero-width space, non-joiner and joiner, the left-to-right and right-to-left marks, the word joiner, a byte-order
-# mark inside a text. Read, they cut a word in two ("Fahr\u00adrad" -> "riding the train of some wheel") or made a
-# line that looks blank an "empty sentence"
-INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"))
+# characters no reader sees, there to guide a typesetter: a soft hyphen (where a word may break), the zero-width space,
+# the word joiner, a byte-order mark inside a text. Read, they cut a word in two ("Fahr\u00adrad" -> "riding the
+# train of some wheel"). Not the zero-width joiner and non-joiner, nor the direction marks: Persian, Indic scripts
+# and emoji are written with them (a word without its joiner renders otherwise)
+INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u2060\ufeff"))
 
 
 def visible(text: str) -> str:
     """``text`` without the characters no reader sees (:data:`INVISIBLE`)."""
     return text.translate(INVISIBLE)
+
+
+def shows_nothing(text: str) -> bool:
+    """Whether ``text`` holds nothing a reader sees: white space and format characters alone (a zero-width space, a
+    joiner, a direction mark, a byte-order mark): a line that looks blank is blank, not "an empty sentence"."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
 
 
 def composed(text: str) -> str:

@@ -13,7 +13,7 @@ import stat
 import zlib
 from pathlib import Path
 
-from text_attn.core.casing import visible
+from text_attn.core.casing import shows_nothing, visible
 from text_attn.core.os_text import stdin_bytes
 from text_attn.core.ranks import say
 from text_attn.core.safe_files import (
@@ -129,6 +129,7 @@ def read_tsv_text(
             hint = SEMICOLONS if comma and ";" in cols[0] else hint
             raise TaskError(f"{where}: expected at least {need} {kind} columns, found {len(cols)}{hint}")
         s, t = visible(cols[src_col]).strip(), visible(cols[tgt_col]).strip()  # as translate reads a line
+        s, t = ("" if shows_nothing(s) else s), ("" if shows_nothing(t) else t)  # a zero-width space alone: empty
         if not s or not t:
             raise TaskError(f"{where}: empty sentence in column {src_col if not s else tgt_col}")
         out.append((s, t, where))
@@ -174,6 +175,7 @@ def _aligned_lines(src_path: str | Path, tgt_path: str | Path, max_pairs: int | 
         if max_pairs is not None and len(out) >= max_pairs:
             break
         s, t = visible(s).strip(), visible(t).strip()  # as translate reads a line
+        s, t = ("" if shows_nothing(s) else s), ("" if shows_nothing(t) else t)  # a zero-width space alone: empty
         if not s and not t:
             continue
         if not s or not t:

@@ -29,7 +29,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from text_attn.core.casing import visible
+from text_attn.core.casing import shows_nothing
 from text_attn.translation.sentences import item_mark
 
 SOFT_HYPHEN = "\u00ad"
@@ -245,7 +245,7 @@ def paragraphs(
     for line in lines:
         if line is None:
             yield None
-        elif visible(line).strip():  # a line of a zero-width space alone is blank too
+        elif not shows_nothing(line):  # a line of a zero-width space alone is blank too
             held.append(line)
         elif held:
             yield join_wrapped(held, word_logp, wide)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from text_attn.core import startup_gc
-from text_attn.core.casing import changed_reading, visible
+from text_attn.core.casing import changed_reading, shows_nothing
 from text_attn.core.errors import (
     and_more,
     check_dash_inputs,
@@ -401,8 +401,8 @@ def _translate_stream(
         if records is not None:
             typed_lines[n] = line
         # a file's blank line (between paragraphs; a zero-width space or a byte-order mark alone): nothing to translate
-        if not args.sentences and (not visible(line).strip() or marks_alone(line)):
-            blank[n] = "" if not visible(line).strip() else " ".join(line.split())
+        if not args.sentences and (shows_nothing(line) or marks_alone(line)):
+            blank[n] = "" if shows_nothing(line) else " ".join(line.split())
             chunk.append((n, None))
             if len(chunk) == args.batch_size:
                 flush()
