@@ -201,8 +201,10 @@ def thumbnail(image: Image.Image) -> tuple[str, tuple[int, int]]:
     rgb = to_rgb(image)
     width, height = rgb.size
     canvas = panel_size((width, height), MAX_SIDE)
-    if min(width, height) * MAX_SIDE < min(canvas) * max(width, height):  # stretched: the picture is too (a 10000 x
-        small = rgb.resize(canvas, Image.Resampling.LANCZOS)  # 50 one was sent 384 x 2, a smear on its canvas)
+    # stretched past its rounding (a panorama, a sliver): the picture is too (a 10000 x 50 one was sent 384 x 2, a
+    # smear on its canvas); else the thumbnail as before (a 500 x 333 photo's canvas rounds its side up a pixel)
+    if min(width, height) * MAX_SIDE + max(width, height) < min(canvas) * max(width, height):
+        small = rgb.resize(canvas, Image.Resampling.LANCZOS, reducing_gap=3.0)
     else:
         small = rgb.copy()
         small.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS)
