@@ -252,11 +252,11 @@ def test_a_panoramas_canvas_is_stretched_to_one_in_four_as_the_overlay_pngs_pane
     for size, canvas, sent in (((6000, 400), (384, 96), (384, 96)), ((400, 6000), (96, 384), (96, 384)),
                                ((500, 375), (384, 288), (384, 288)), ((10000, 50), (384, 96), (384, 96)),
                                ((200, 150), (384, 288), (200, 150)),
-                               ((250, 166), (384, 255), (250, 166))):  # fmt: skip  (rounded up a pixel: not stretched)
+                               ((250, 166), (384, 255), (250, 166))):  # fmt: skip
         uri, drawn = thumbnail(Image.new("RGB", size))
         assert drawn == canvas
         # the picture is stretched as its canvas is: a 10000 x 50 one was sent 384 x 2, a smear; a small one is sent
-        # as it is (the browser scales it up)
+        # as it is (the browser scales it up), and so is one whose canvas rounds its side up a pixel (250 x 166)
         assert Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).size == sent
     page = render({"model": "m"}, None, api_key=False).decode()
     assert '"aspect":4,' in page and "Math.ceil(CFG.side / CFG.aspect)" in page
