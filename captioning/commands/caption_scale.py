@@ -128,6 +128,9 @@ class CaptionPredictor(pl.LightningModule):
                 mine = owner(self.sources, self.trainer.world_size)
                 self.done = held_ids(parts, keep=lambda i: mine(i) == rank)  # this process's share only
                 self.held = set(out_records(jsonl, lines=False))
+                # the photos OUT holds take no overlay name (as the one-process run's: a new one was numbered past)
+                self.names = OverlayNames(self.sources, drawn_overlays(self.args), by_shard=True,
+                                          tail=overlay_tail(self.args), done=self.held)  # fmt: skip
                 if rank == 0 and (n := _already(self.sources, self.held, self.earlier)):
                     print(f"caption: {n} image(s) already in {jsonl} or {parts}: skipped", file=sys.stderr)
                 if rank == 0 and not old.is_file():

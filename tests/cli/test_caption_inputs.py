@@ -272,12 +272,13 @@ def test_a_list_of_photos_given_as_a_photo_is_told_to_come_on_stdin(folder, tmp_
     assert str(err.value) == f"{notes}: {formats}"  # no guess where the text names no file
 
 
-def test_resume_names_new_overlays_apart_from_those_drawn_before(model_file, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("processes", [[], ["--devices", "1"]])
+def test_resume_names_new_overlays_apart_from_those_drawn_before(model_file, tmp_path, capsys, monkeypatch, processes):
     # a photo added since, sorting before one of the same name, took that name and drew over its overlay
     monkeypatch.chdir(tmp_path)
     (tmp_path / "s" / "y").mkdir(parents=True)
     Image.new("RGB", (48, 40), "red").save(tmp_path / "s" / "y" / "P.png")
-    run = ["s", "--model", str(model_file), *FAST, "--overlay", "ov", "--jsonl", "out.jsonl"]
+    run = ["s", "--model", str(model_file), *FAST, "--overlay", "ov", "--jsonl", "out.jsonl", *processes]
     assert caption_main(run) == 0
     before = (tmp_path / "ov" / "P-attention.png").read_bytes()
     (tmp_path / "s" / "x").mkdir()
