@@ -38,7 +38,7 @@ from text_attn.translation.records import (
     translation_record,
     unsure_fields,
 )
-from text_attn.translation.sentences import item_marks, put_marks
+from text_attn.translation.sentences import MARKS_NOTE, item_marks, marks_alone, put_marks
 
 # photos per encoder call while the cores are lent: 4 chunks of 4 cost the bundled encoder 4% more than one of 16, and
 # bound how long a pass keeps the thread count it started with to ~0.15 s (one core)
@@ -294,7 +294,8 @@ class TranslateAPI(_ModelAPI):
         # a text of several sentences: each translated on its own and joined (translate's default); a translation
         # given is read sentence by sentence where it has as many (Translator.read_split)
         tokens = [tr.sentence_tokens(s, keep_case, split=o.get("split") != 0) for s in sentences]  # 0: --no-split
-        keep = [k for k, t in enumerate(tokens) if t]  # a sentence with nothing to translate: an empty record
+        # a sentence with nothing to translate: an empty record; one of marks alone ("---"), written as typed
+        keep = [k for k, t in enumerate(tokens) if t and not marks_alone(sentences[k])]
         extra = {"no_repeat_ngram": o["no_repeat_ngram"]} if o.get("no_repeat_ngram") else {}
         if o.get("n_best", 1) > 1:  # each sentence's n best kept (Translation.nbest)
             extra["n_best"] = o["n_best"]
@@ -313,6 +314,10 @@ class TranslateAPI(_ModelAPI):
                 done = [put_marks(t, item_marks(sentences[k])) for k, t in zip(keep, done, strict=True)]
         # a sentence with nothing to translate lists no translation
         records: list[dict[str, Any]] = [empty_record(s) | ({"n_best": []} if "n_best" in o else {}) for s in sentences]
+        for k, s in enumerate(sentences):
+            if marks_alone(s) and s.strip():  # as translate writes it
+                records[k] |= {"translation": " ".join(s.split()), "laid_out": " ".join(s.split()),
+                               "note": MARKS_NOTE}  # fmt: skip
         for k, t in zip(keep, done, strict=True):
             records[k] = translation_record(tr, sentences[k], t, keep_case) | probability_fields(t, "token_probs")
             records[k] |= unsure_fields(t, UNSURE)

@@ -101,6 +101,9 @@ def test_attention_serve_answers_the_unseen_words(model_file):
     records = api._translate([f"{DE[0]} Regenwald", DE[1]], {"beam_size": 1, "length_penalty": 0.0, "max_len": 3})
     assert [r["unseen_words"] for r in records] == [["Regenwald"], []]
     assert empty_record("...")["unseen_words"] == []
+    # a text of marks alone is answered as typed, as translate writes it (the model made sentences up of it)
+    records = api._translate(["* * *", DE[1]], {"beam_size": 1, "length_penalty": 0.0, "max_len": 3})
+    assert records[0]["translation"] == "* * *" and records[0]["tokens"] == [] and records[1]["tokens"]
     answer = TRANSLATE_ANSWER["properties"]["translations"]["items"]["properties"]
     assert answer["unseen_words"]["items"] == {"type": "string"}
 

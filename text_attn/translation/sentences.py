@@ -110,6 +110,20 @@ def _sentences(text: str, any_letter: bool) -> list[str]:
     return [p for p in pieces if p]
 
 
+MARKS_NOTE = "nothing to translate: marks alone (no letter or digit), written as typed"
+
+
+def marks_alone(line: str) -> bool:
+    """Whether a line of input holds marks alone, no letter or digit ("---", "* * *", "-", "…"): nothing a model of
+    sentences reads (it made sentences up: "A view of the distance."); a line that is not UTF-8 is not (its error is
+    said)."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not any(c.isalnum() for c in line)
+
+
 def item_mark(sentence: str) -> tuple[str, str]:
     """``sentence``'s list item marker, as one space after the mark ("- ", "1. "; "" where it has none), and the rest of
     it, stripped: what is translated."""

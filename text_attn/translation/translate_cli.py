@@ -71,7 +71,7 @@ from text_attn.translation.reading_cli import (
     read_given,
 )
 from text_attn.translation.references_cli import check_references, keep, score_run
-from text_attn.translation.sentences import item_marks, laid_out, line_breaks, put_marks
+from text_attn.translation.sentences import MARKS_NOTE, item_marks, laid_out, line_breaks, marks_alone, put_marks
 from text_attn.translation.source_check import LANGUAGES, unseen_words_line
 from text_attn.translation.translate_parser import translate_parser
 from text_attn.translation.translate_resume import (
@@ -114,17 +114,6 @@ def _count_named(progress: dict[str, Any], kind: str, named: tuple) -> None:
         first.append(named)
 
 
-def marks_alone(line: str) -> bool:
-    """Whether a line of input holds marks alone, no letter or digit ("---", "* * *", "-", "…"): nothing a model of
-    sentences reads (it made sentences up: "A view of the distance."); a line that is not UTF-8 is not (its error is
-    said)."""
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return not any(c.isalnum() for c in line)
-
-
 def _written(args: argparse.Namespace, progress: dict[str, Any]) -> str:
     """How far an interrupted run came, in each file --resume continues: "8 input(s) in a.en and a.jsonl"; where
     Ctrl-C came between a batch's --output lines and its records, "12 input(s) in a.en, 8 in a.jsonl"."""
@@ -152,8 +141,7 @@ def _write_records(translator, args, progress, records, chunk, by_number, typed_
         if n in blank:
             record = {"input": n} | empty_record(typed)
             if blank[n]:  # marks alone: written as typed
-                record |= {"translation": blank[n], "laid_out": blank[n], "note": "nothing to translate: marks "
-                           "alone (no letter or digit), written as typed"}  # fmt: skip
+                record |= {"translation": blank[n], "laid_out": blank[n], "note": MARKS_NOTE}
         elif n not in by_number:
             record = input_record(translator, n, typed, error=errors.get(n, "not translated"))
         else:
