@@ -40,17 +40,27 @@ def _unique_stem(name: str, used: set[str], tail: str = OVERLAY) -> str:
     return stem
 
 
-def _older_word_files(folder: Path, stem: str, suffix: str, drawn: list[Path]) -> int:
-    """How many per-word files named as this photo's (``STEM-NN-WORD.SUFFIX``) the overlay folder holds beside those
-    just ``drawn``: an earlier run's caption of other words (a rerun with --given), which nothing told apart."""
+def _before(args: argparse.Namespace) -> frozenset[str]:
+    """The file names --overlay DIR held before this run drew into it, listed once a run (each photo listed the whole
+    folder: quadratic in a run of thousands of photos, and this run's own files were counted as earlier ones)."""
+    if getattr(args, "overlay_before", None) is None:
+        try:
+            with os.scandir(args.overlay) as entries:
+                args.overlay_before = frozenset(e.name for e in entries)
+        except OSError:  # not made yet
+            args.overlay_before = frozenset()
+    return args.overlay_before
+
+
+def _older_word_files(before: frozenset[str], stem: str, suffix: str, drawn: list[Path]) -> int:
+    """How many per-word files named as this photo's (``STEM-NN-WORD.SUFFIX``) the overlay folder held ``before``
+    this run beside those just ``drawn``: an earlier run's caption of other words (a rerun with --given), which
+    nothing told apart."""
     kept = {p.name for p in drawn}
     # not another photo's: "STEM-01"'s own files ("STEM-01-01-a"), its overlay ("STEM-01-attention": no word's name)
     pattern = re.compile(rf"{re.escape(stem)}-\d\d-(?!\d\d-)(?!attention{re.escape(suffix)}$)[A-Za-z0-9_-]+"
                          f"{re.escape(suffix)}")  # fmt: skip
-    try:
-        return sum(1 for entry in os.scandir(folder) if pattern.fullmatch(entry.name) and entry.name not in kept)
-    except OSError:
-        return 0
+    return sum(1 for name in before if pattern.fullmatch(name) and name not in kept)
 
 
 def _record(name: str, error: str | None = None, item: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -77,6 +87,9 @@ def caption_items(
 
     from captioning.photos.photo_check import photo_stats
     from captioning.views.overlay import draw_overlay, draw_word_panels
+
+    if args.overlay and getattr(args, "per_word", False):
+        _before(args)  # what DIR held before this run drew anything (its files are this run's, not earlier ones)
     from text_attn.core.decoding import text_key
 
     g = captioner.grid
@@ -137,7 +150,7 @@ def caption_items(
                     drawn = draw_word_panels(image, words, alphas, g, seen, args.overlay, stem, chosen=chosen,
                                              probs=result.probs, suffix=picture.suffix)  # fmt: skip
                     extra = f" (+ {len(drawn)} per-word {picture.suffix[1:].upper()}s)"
-                    if older := _older_word_files(Path(args.overlay), stem, picture.suffix, drawn):
+                    if older := _older_word_files(_before(args), stem, picture.suffix, drawn):
                         extra += f"; {older} per-word file(s) of an earlier caption of this name left beside them"
             except OSError as err:
                 rec["error"] = f"{name}: cannot write its overlay ({one_line(err)})"

@@ -211,6 +211,12 @@ def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
     said = next(line for line in err.splitlines() if line.startswith("wrote "))
     assert code == 0 and said.endswith(f"(+ 1 per-word PNGs); {len(words) - 1} per-word file(s) of an earlier "
                                        "caption of this name left beside them")  # fmt: skip
+    # this run's files of another photo named as p's would be ("p-01-dog"'s) are none of p's earlier ones
+    for name in ("p.png", "p-01-dog.png"):
+        (tmp_path / name).write_bytes(Path(PHOTOS[0]).read_bytes())
+    code, _, err = run(capsys, tmp_path / "p-01-dog.png", tmp_path / "p.png", "--overlay", tmp_path / "fresh",
+                       "--per-word", "--model", model_file, *FAST)  # fmt: skip
+    assert code == 0 and "earlier caption" not in err, err
 
 
 @pytest.mark.parametrize(("fmt", "kind"), [("jpg", "JPEG"), ("webp", "WEBP")])
