@@ -62,11 +62,13 @@ class _Code:
 
 def test_a_file_holding_code_or_no_pickle_at_all_is_said_as_what_it_is(tmp_path):
     """Both were "not a model file (UnpicklingError)": the exception's name, not what the file is."""
-    code, text = tmp_path / "code.pt", tmp_path / "pairs.tsv"
+    code, text, config = tmp_path / "code.pt", tmp_path / "pairs.tsv", tmp_path / "c.yaml"
     torch.save({"format": f"attention-toolkit/{KIND}", "version": 1, "x": _Code()}, code)
     text.write_text("Ein Hund.\tA dog.\n")
+    config.write_text("checkpoint: x\n")  # "c": pickle's GLOBAL, so torch says "Unsupported global": still no pickle
     for path, said in ((code, "refused: it holds more than tensors and plain values (pickled objects or code)"),
-                       (text, "not a model file: 17 bytes that torch cannot read as one")):  # fmt: skip
+                       (text, "not a model file: 17 bytes that torch cannot read as one"),
+                       (config, "not a model file: 14 bytes that torch cannot read as one")):  # fmt: skip
         with pytest.raises(ModelFileError) as err:
             load_model_file(path, KIND)
         assert str(err.value).startswith(f"{path}: {said}"), err.value

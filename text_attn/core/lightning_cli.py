@@ -381,7 +381,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             try:
                 ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True)
             except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one line
-                if run_checkpoints.holds_code(err):  # as AtomicCheckpointIO says it
+                if run_checkpoints.holds_code(err, ckpt_path):  # as AtomicCheckpointIO says it
                     raise CheckpointRefused(f"{ckpt_path}: {CODE_REFUSED}") from None
                 what = run_checkpoints.torch_unreadable(ckpt_path)
                 raise ValueError(

@@ -55,7 +55,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         try:
             return torch.load(path, map_location=map_location or "cpu", weights_only=True)
         except pickle.UnpicklingError as err:
-            if not holds_code(err):  # not a checkpoint at all: Lightning's caller says so with the path
+            if not holds_code(err, path):  # not a checkpoint at all: Lightning's caller says so with the path
                 raise
             raise CheckpointRefused(f"{path}: {CODE_REFUSED}") from None
 

@@ -115,7 +115,7 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
                 pass
             else:
                 raise ValueError(f"{path}: cannot load onto {map_location!r}: {one_line(exc)}") from None
-        if holds_code(exc):  # pickled objects or code, which weights_only refuses to run (as the trainers say it)
+        if holds_code(exc, path):  # pickled objects or code, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{path}: {CODE_REFUSED}") from None
         raise ModelFileError(f"{path}: not a model file: {torch_unreadable(path)}") from None  # the exception's
     return check_model_data(path, data, kind, version)  # name (UnpicklingError, EOFError) said nothing
@@ -206,7 +206,7 @@ def read_export_source(src: str | Path) -> Any:
     except OSError as exc:  # there, but unreadable (no permission): its reason, not a verdict on its content
         raise ModelFileError(cannot_read(src, exc)) from None
     except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer, with what it is
-        if holds_code(err):  # code in the file, which weights_only refuses to run (as the trainers say it)
+        if holds_code(err, path):  # code in the file, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
         what = torch_unreadable(path)
         raise ModelFileError(
