@@ -12,7 +12,7 @@ import torch
 from helpers.multi30k import DE, EN, write_corpus
 
 from text_attn.core.metrics import sacre_scores
-from text_attn.translation.corpora import corpus_file, read_parallel_text, read_tsv_text
+from text_attn.translation.corpora import corpus_file, read_lines, read_parallel_text, read_tsv_text
 from text_attn.translation.data import TranslationDataModule
 from text_attn.translation.pairs import TaskError
 from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
@@ -71,6 +71,9 @@ def test_misaligned_files_empty_lines_and_bad_bytes_name_file_and_line(tmp_path)
     tsv.write_bytes(b"Ein Hund.\tA dog.\r\nZwei.\tTwo.\rDrei.\tThree.\n")  # read as one pair, "Three." dropped
     with pytest.raises(TaskError, match=r"p\.tsv:2: a carriage return inside the line: its lines end in line feeds"):
         read_tsv_text(tsv)
+    assert (
+        read_lines(tsv)[1] == "Zwei.\tTwo.\rDrei.\tThree."
+    )  # references, a translation given: kept, as translate reads input
     tsv.write_text("Ein Hund.\tA dog.\nEin Fahr\u00adrad.\tA bike.\n")
     assert [(s, t) for s, t, _ in read_tsv_text(tsv)][1] == ("Ein Fahrrad.", "A bike.")  # trained as translated
     de.write_bytes(gzip.compress(b"Ein Hund.\nZwei H\xfcnde.\n"))  # Latin-1, not UTF-8

@@ -30,9 +30,11 @@ from text_attn.core.vocab import tokenize
 from text_attn.translation.pairs import Example, TaskError
 
 
-def read_lines(path: str | Path) -> list[str]:
+def read_lines(path: str | Path, pairs: bool = False) -> list[str]:
     """UTF-8 lines without line endings (a gzipped file is read through: .gz or gzip's magic bytes); a decoding error
-    names its line. ``-``: stdin's lines."""
+    names its line. ``-``: stdin's lines. ``pairs``: a training corpus's, where a carriage return inside a line is
+    refused (two pairs were read as one); elsewhere (references, a translation given) it stays, as translate reads
+    its input lines."""
     p, dash = Path(path), str(path) == "-"  # "-": stdin (a file named "-" is ./-)
     if not dash:
         if p.is_dir():
@@ -60,7 +62,7 @@ def read_lines(path: str | Path) -> list[str]:
             line = chunk.decode("utf-8").rstrip("\r")
         except UnicodeDecodeError as e:
             raise TaskError(f"{p}:{i}: not valid UTF-8 ({e.reason})") from None
-        if "\r" in line:  # a classic Mac OS line end among line feeds: two pairs were read as one, the rest dropped
+        if pairs and "\r" in line:  # a classic Mac OS line end among line feeds: two pairs read as one
             raise TaskError(f"{p}:{i}: a carriage return inside the line: its lines end in line feeds and, here, "
                             "in a carriage return alone (a classic Mac OS line end); save it with one kind of line "
                             "end")  # fmt: skip
@@ -104,7 +106,7 @@ def read_tsv_text(
     the pair read there is half a sentence and its other half. A file named ``.csv`` (or ``.csv.gz``) is read as CSV:
     commas between columns, a sentence with a comma in quotes, as spreadsheets and pandas write it."""
     need = max(src_col, tgt_col) + 1
-    lines = read_lines(path)
+    lines = read_lines(path, pairs=True)
     comma = reads_as_csv(path, lines)
     kind = "comma-separated" if comma else "tab-separated"
     out: list[tuple[str, str, str]] = []
@@ -164,7 +166,7 @@ def read_tsv_pairs(
 
 def _aligned_lines(src_path: str | Path, tgt_path: str | Path, max_pairs: int | None) -> list[tuple[int, str, str]]:
     """Two line-aligned files -> (line number, source, target) as written (ends stripped); see read_parallel_text."""
-    src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
+    src_lines, tgt_lines = read_lines(src_path, pairs=True), read_lines(tgt_path, pairs=True)
     if len(src_lines) != len(tgt_lines):
         raise TaskError(
             f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}; "
