@@ -71,9 +71,8 @@ def test_misaligned_files_empty_lines_and_bad_bytes_name_file_and_line(tmp_path)
     tsv.write_bytes(b"Ein Hund.\tA dog.\r\nZwei.\tTwo.\rDrei.\tThree.\n")  # read as one pair, "Three." dropped
     with pytest.raises(TaskError, match=r"p\.tsv:2: a carriage return inside the line: its lines end in line feeds"):
         read_tsv_text(tsv)
-    assert (
-        read_lines(tsv)[1] == "Zwei.\tTwo.\rDrei.\tThree."
-    )  # references, a translation given: kept, as translate reads input
+    # references, a translation given: the line kept whole, as translate reads its input's
+    assert read_lines(tsv)[1] == "Zwei.\tTwo.\rDrei.\tThree."
     tsv.write_text("Ein Hund.\tA dog.\nEin Fahr\u00adrad.\tA bike.\n")
     assert [(s, t) for s, t, _ in read_tsv_text(tsv)][1] == ("Ein Fahrrad.", "A bike.")  # trained as translated
     de.write_bytes(gzip.compress(b"Ein Hund.\nZwei H\xfcnde.\n"))  # Latin-1, not UTF-8
