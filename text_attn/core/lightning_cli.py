@@ -807,8 +807,8 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
     restore = survive_closed_outputs()  # a reader of stdout / stderr that goes away does not end the run
     # what reaches the terminal is inert: a run folder's name or a config's value holding escape sequences was printed
     # as it was (a cleared screen, a window title set); the bars' cursor-up is kept
-    inert = inert_streams(bars=True)
-    inert.__enter__()
+    shown = inert_streams(bars=True)
+    shown.__enter__()
     try:
         return cli_cls(
             module_cls,
@@ -833,7 +833,7 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
         print(f"{prog}: interrupted before training began: nothing was written", file=sys.stderr)
         raise SystemExit(130) from None
     finally:
-        inert.__exit__(None, None, None)
+        shown.__exit__(None, None, None)
         restore()
 
 
