@@ -87,10 +87,10 @@ def caption_items(
 
     from captioning.photos.photo_check import photo_stats
     from captioning.views.overlay import draw_overlay, draw_word_panels
+    from text_attn.core.decoding import text_key
 
     if args.overlay and getattr(args, "per_word", False):
         _before(args)  # what DIR held before this run drew anything (its files are this run's, not earlier ones)
-    from text_attn.core.decoding import text_key
 
     g = captioner.grid
     used = set() if used is None else used
