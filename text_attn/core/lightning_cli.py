@@ -289,15 +289,12 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             made = unused_runs.made_by_run(self.trainer)
             try:
                 super()._run_subcommand(subcommand)
-            except SystemExit as exc:
+            except BaseException as exc:
                 unused_runs.remove_unused(made)
-                if getattr(self.trainer, "received_sigterm", False):
+                if isinstance(exc, SystemExit) and getattr(self.trainer, "received_sigterm", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand), code=143) from None
-                if exc.code == 1 and getattr(self.trainer, "interrupted", False):
+                if isinstance(exc, SystemExit) and exc.code == 1 and getattr(self.trainer, "interrupted", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand)) from None
-                raise
-            except BaseException:
-                unused_runs.remove_unused(made)
                 raise
 
         def _resumes(self) -> bool:
@@ -642,7 +639,6 @@ def _shipped(prog: str, value: str, folder: Path | None) -> str:
         fail(prog, f"--config {value}: no such file; the shipped config of that name is --config {stem}")
     if Path(value).is_file() or "/" in value or os.sep in value or value.startswith("-"):  # a folder: no config
         return value
-    stem = value.removesuffix(".yaml")
     if folder is not None and (folder / f"{stem}.yaml").is_file():
         return str(folder / f"{stem}.yaml")
     if value.endswith((".yaml", ".yml")) or Path(value).exists():  # a file name, a folder: as read_config_files says

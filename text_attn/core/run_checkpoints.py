@@ -47,21 +47,19 @@ def hpc_file(root: str | Path | None) -> Path | None:
     return max(numbered)[1] if numbered else None
 
 
-def holds_code(err: Exception, path: str | Path | None = None) -> bool:
-    """Whether torch's weights-only reader refused a file for what it holds (pickled objects or code) rather than for
-    not being a pickle at all (a text file, random bytes: "Unsupported operand"), which is unreadable, not code. With
-    ``path``: a file that starts as neither torch's zip nor a pickle is not one (a text starting with "c" read as
-    pickle's GLOBAL: a config given as --model was said to hold code)."""
+def holds_code(err: Exception, path: str | Path) -> bool:
+    """Whether torch's weights-only reader refused the file at ``path`` for what it holds (pickled objects or code)
+    rather than for not being a pickle at all (a text file, random bytes: "Unsupported operand"; one that starts as
+    neither torch's zip nor a pickle: a text starting with "c" read as pickle's GLOBAL, a config given as --model was
+    said to hold code), which is unreadable, not code."""
     if not isinstance(err, pickle.UnpicklingError) or "Unsupported operand" in str(err):
         return False
-    if path is not None:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(2)
-        except OSError:
-            return True
-        return head[:2] == b"PK" or head[:1] == b"\x80"  # torch.save's zip; a pickle of protocol 2 or later
-    return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except OSError:
+        return True
+    return head[:2] == b"PK" or head[:1] == b"\x80"  # torch.save's zip; a pickle of protocol 2 or later
 
 
 class CheckpointRefused(ValueError):

@@ -70,6 +70,13 @@ def read_lines(path: str | Path, pairs: bool = False) -> list[str]:
     return lines
 
 
+def _side(text: str) -> str:
+    """One side of a pair as translate reads a line: stripped, without the characters no reader sees; "" for one of
+    format characters alone (a zero-width space: an empty sentence)."""
+    text = visible(text).strip()
+    return "" if shows_nothing(text) else text
+
+
 def _tokens(text: str, lower: bool, where: str) -> list[str]:
     toks = tokenize(text, lower=lower)
     if not toks:
@@ -130,8 +137,7 @@ def read_tsv_text(
             hint = "" if comma or "," not in cols[0] else " (commas between them? a .csv file is read as CSV)"
             hint = SEMICOLONS if comma and ";" in cols[0] else hint
             raise TaskError(f"{where}: expected at least {need} {kind} columns, found {len(cols)}{hint}")
-        s, t = visible(cols[src_col]).strip(), visible(cols[tgt_col]).strip()  # as translate reads a line
-        s, t = ("" if shows_nothing(s) else s), ("" if shows_nothing(t) else t)  # a zero-width space alone: empty
+        s, t = _side(cols[src_col]), _side(cols[tgt_col])
         if not s or not t:
             raise TaskError(f"{where}: empty sentence in column {src_col if not s else tgt_col}")
         out.append((s, t, where))
@@ -176,8 +182,7 @@ def _aligned_lines(src_path: str | Path, tgt_path: str | Path, max_pairs: int | 
     for i, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True), 1):
         if max_pairs is not None and len(out) >= max_pairs:
             break
-        s, t = visible(s).strip(), visible(t).strip()  # as translate reads a line
-        s, t = ("" if shows_nothing(s) else s), ("" if shows_nothing(t) else t)  # a zero-width space alone: empty
+        s, t = _side(s), _side(t)
         if not s and not t:
             continue
         if not s or not t:
