@@ -84,6 +84,10 @@ QUIET_WARNINGS = (
     # A small folder's epoch is a few batches: the logger still writes every log_every_n_steps steps, counted across
     # epochs, and the run's own progress lines give the loss as it goes.
     ".*is smaller than the logging interval.*",
+    # A fit that ends before its first validation: the model file's line says so ("no best checkpoint was saved: the
+    # run ended before its first validation"); a metric no validation logs is refused at the first one
+    # (lightning_parts), so this "Did you call `log(...)`?" hint is never the news.
+    ".*could not find the monitored key in the returned metrics.*",
 )
 # validate and test: scoring a checkpoint trains nothing, the training callbacks its state names (ModelCheckpoint, ...)
 # are moot
