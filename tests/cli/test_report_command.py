@@ -19,6 +19,7 @@ from text_attn.translation.train_cli import train_main as text_train
 @pytest.mark.parametrize("main, out", [(caption_train, None), (text_train, "other/r.png")])
 def test_report_command_writes_the_png(tmp_path, capsys, main, out):
     write_run(tmp_path / "run")
+    (tmp_path / "other").mkdir()
     with pytest.raises(SystemExit) as exc:
         main(["report", str(tmp_path / "run"), *(["--out", str(tmp_path / out)] if out else [])])
     printed, err = capsys.readouterr()
@@ -45,6 +46,14 @@ def test_the_report_takes_its_format_from_the_name_and_refuses_a_page_name(tmp_p
             text_train(["report", str(tmp_path / "run"), "--out", out])
         assert exc.value.code == 2 and capsys.readouterr().err == f"text-train report: error: {said}\n"
     assert not (tmp_path / "run" / "report.png").exists()
+    (tmp_path / "r.png").mkdir()
+    for out, said in ((tmp_path / "nodir" / "r.png", f"cannot write --out {tmp_path / 'nodir' / 'r.png'}: the folder "
+                       f"{tmp_path / 'nodir'} does not exist"),  # the folder was made, as no other command does
+                      (tmp_path / "r.png", f"--out {tmp_path / 'r.png'} is a folder; give a file name")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            text_train(["report", str(tmp_path / "run"), "--out", str(out)])
+        assert exc.value.code == 2 and capsys.readouterr().err == f"text-train report: error: {said}\n"
+    assert not (tmp_path / "nodir").exists()
     for name, starts in (("r.pdf", b"%PDF"), ("r.svg", b"<?xml")):
         with pytest.raises(SystemExit) as exc:
             caption_train(["report", str(tmp_path / "run"), "--out", str(tmp_path / name)])

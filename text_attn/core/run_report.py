@@ -442,7 +442,6 @@ def plot_report(series: Series, path: str | Path, title: str = "", mark: tuple[s
 
     fig = report_figure(series, title, mark)
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
     with atomic_output(out) as tmp:  # a fresh file, renamed: a planted link or FIFO at out is never written
         fig.savefig(tmp, format=report_format(out) or "png", dpi=100)
@@ -509,6 +508,11 @@ def report_main(prog: str, argv: list[str], example: str = "runs/NAME") -> int:
         fail(f"{prog} report", dash_refused("--out", "a picture"))
     if args.out and report_format(args.out) is None:
         fail(f"{prog} report", f"--out {args.out}: the report is a picture: give a .png, .pdf or .svg name")
+    if args.out and Path(args.out).is_dir():
+        fail(f"{prog} report", f"--out {args.out} is a folder; give a file name")
+    if args.out and not Path(args.out).parent.is_dir():  # it was made: a mistyped folder, unsaid (every other
+        # command's file output is refused so)
+        fail(f"{prog} report", f"cannot write --out {args.out}: the folder {Path(args.out).parent} does not exist")
     try:
         log_dir, note = locate_logs(args.run_dir, example)
         if note:  # a newer version, its fit just begun: said before anything else
