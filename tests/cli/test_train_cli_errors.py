@@ -107,6 +107,8 @@ def test_help_still_prints_the_usage(capsys):
         caption_train(["fit", "--help"])
     out = capsys.readouterr().out
     assert exc.value.code == 0 and "usage: caption-train" in out
+    # jsonargparse's backspace over the space before "[=flags]" was shown as an escape, "--print_config \x08[=flags]"
+    assert "--print_config[=flags]" in out and "x08" not in out and "\b" not in out
     source = " ".join(out.split("--data.source SOURCE")[-1].split("--data.karpathy_json")[0].split())
     assert all(f"``{name}``" in source for name in SOURCES), source  # flickr8k was left out
 

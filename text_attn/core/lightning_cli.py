@@ -162,6 +162,14 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 said = unrecognized(said.split(" ")[2:], list(self._option_string_actions))
             fail(prog, _parser_message(said))
 
+        # jsonargparse writes --print_config's metavar as "\b[=flags]", a backspace over argparse's space; the
+        # commands print through the inert stream, which showed it as "--print_config \x08[=flags]"
+        def format_help(self) -> str:
+            return super().format_help().replace(" \b", "")
+
+        def format_usage(self) -> str:
+            return super().format_usage().replace(" \b", "")
+
     class ToolkitCLI(LightningCLI):
         @staticmethod  # as Lightning's: callable on the class too (``only`` comes from this closure)
         def subcommands() -> dict[str, set[str]]:
