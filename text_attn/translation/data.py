@@ -208,7 +208,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         if attention_targets and task != "reorder" and not alignments:
             raise ValueError(
                 f"attention_targets needs a true alignment, which only task 'reorder' has (got {task!r}); for a "
-                "corpus (task pair) give its word links as data.alignments"
+                "corpus (task pair) give its word links as data.alignments (a line of Pharaoh i-j links per train "
+                "pair: fast_align's output, or the repository's benchmarks/word_align.py)"
             )
         if tokenizer not in ("word", "subword"):
             raise ValueError(f"data.tokenizer {tokenizer!r}: choose word or subword")

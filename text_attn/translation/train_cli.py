@@ -16,7 +16,9 @@ CONFIGS = shipped_configs(Path(__file__).resolve().parent / "configs",
 TRAIN_DESCRIPTION = (
     "text-train: train and evaluate the text attention models (RNN encoder-decoder with Bahdanau / Luong / no "
     "attention, Transformer) with PyTorch Lightning. Shipped configs, given by name (in a checkout also as "
-    "configs/text/NAME.yaml): {names}. Example: `text-train fit --config reorder_bahdanau`. Subcommands: fit, "
+    "configs/text/NAME.yaml): {names} (*_aligned and *_distilled train on word links and translations that the "
+    "repository's benchmarks/word_align.py and distil_data.py write: each config's first lines give its commands). "
+    "Example: `text-train fit --config reorder_bahdanau`. Subcommands: fit, "
     "validate, test, report, optimize (`translate` translates); `text-train fit --help` lists every option. The end "
     "of fit writes a model file for `translate`; `text-export` turns a checkpoint into one. Watch a run with "
     "`tensorboard --logdir runs/reorder_bahdanau`; `text-train report RUN_DIR` plots its loss and validation scores "
