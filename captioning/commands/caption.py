@@ -35,7 +35,8 @@ With ``--references FILE`` (name<TAB>caption lines) each record also has "refere
 (captioning/commands/caption_scores.py; ``--scores OUT``: each photo's, worst first, as JSON).
 A shard member is named ``SHARD.tar/KEY.jpg`` and its record also has "key" (img2dataset's key) and "reference" (the
 shard's KEY.txt, or null), after "image".
-A failed image gets caption, score, truncated, grid, size, crop_box, chosen null and empty lists. Overlays of a
+A failed image gets caption, score, truncated, grid, size, crop_box, chosen null and empty lists, and every key the
+run's options add to the others (empty lists; log_prob, end_prob null). Overlays of a
 hard-attention model outline each word's chosen region. Every failure is also one line on stderr
 (``caption: error: PATH: what is wrong``); the other images are still captioned, and the exit code is 1. Bad
 options or an unusable model file: one line, exit code 2. Each overlay written is reported on stderr (``wrote PATH``);
@@ -68,7 +69,7 @@ from typing import IO
 
 from captioning.commands.caption_batch import _unique_stem, drawn_overlays, overlay_tail
 from captioning.commands.caption_demo import _demo_photos, _demo_shapes
-from captioning.commands.caption_given import check_given, given_notes
+from captioning.commands.caption_given import check_given, given_notes, photo_key
 from captioning.commands.caption_loop import _caption_paths
 from captioning.commands.caption_parser import MAX_LEN, _parser, fill_machine_defaults
 from captioning.commands.caption_scores import check_names, check_references
@@ -85,7 +86,7 @@ from captioning.model.bundled import (  # noqa: F401 - names others import
 from text_attn.core import startup_gc
 from text_attn.core.errors import and_more, check_dash_inputs, dash_refused, emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
-from text_attn.core.os_text import utf8_name, utf8_text
+from text_attn.core.os_text import utf8_text
 from text_attn.core.ranks import first_process
 from text_attn.core.safe_files import (
     OutputRefused,
@@ -528,7 +529,7 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
     paths = _once_each(paths)
     check_names(args, paths)
     if args.given_file and first_process():  # the notes on the captions of these photos only (shards: all)
-        names = None if any(is_shard(p) for p in paths) else {utf8_name(Path(p).name) for p in paths}
+        names = None if any(is_shard(p) for p in paths) else {photo_key(p) for p in paths}
         given_notes(captioner, args, names)
     try:  # every input, found in folders and read from stdin too, against every output: before anything is written
         files = [p for p in paths if not is_shard(p)]  # a shard's members are named as drawn (protecting)

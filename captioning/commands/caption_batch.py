@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from captioning.commands.caption_given import given_record, no_given_caption, read_given
+from captioning.commands.caption_given import given_record, no_given_caption, photo_key, read_given
 from captioning.commands.caption_parser import OVERLAY_FORMATS
 from captioning.model.bundled import BUNDLED_MODEL
 from captioning.views.file_names import fitted
@@ -69,6 +69,21 @@ def _record(name: str, error: str | None = None, item: dict[str, Any] | None = N
     member = {"key": item["key"], "reference": item["reference"]} if item is not None and "key" in item else {}
     # the name's bytes as UTF-8 whatever the locale (LC_ALL=C wrote "M\udcc3\udca4dchen.jpg"): --resume finds it
     return {"image": utf8_name(name), **member, **dict.fromkeys(keys), "words": [], "attention": [], "error": error}
+
+
+def _mode_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields the run's options add to each record, empty: a failed photo's record has the keys its run's other
+    records have (it had none of them: a script reading rec["n_best"] stopped at the first failed photo)."""
+    out: dict[str, Any] = {}
+    if getattr(args, "n_best_given", False):
+        out["n_best"] = []
+    if getattr(args, "given", None) or getattr(args, "given_by_name", None) is not None:
+        out.update(given=[], log_prob=None, word_probs=[], end_prob=None)
+    if getattr(args, "unsure", None) is not None:
+        out.update(word_probs=[], end_prob=None, unsure=[])
+    if getattr(args, "evidence", False):
+        out.update(evidence=[], agreement=[])
+    return out
 
 
 def caption_items(
@@ -385,10 +400,11 @@ def caption_batch(
 
         stacked = prepare_items(good, captioner.preprocess, next(captioner.model.parameters()).device)
     captioned = iter(caption_items(captioner, good, args, options, names.used, stacked) if good else [])
-    records = [next(captioned) if it["error"] is None else _record(it["name"], it["error"], it) for it in items]
+    records = [next(captioned) if it["error"] is None else _record(it["name"], it["error"], it) | _mode_fields(args)
+               for it in items]  # fmt: skip
     by_name = getattr(args, "references_by_name", None)
     for rec in records if by_name is not None else ():  # --references: each photo's, in the record and on the page
-        rec["references"] = by_name.get(Path(rec["image"]).name, [])
+        rec["references"] = by_name.get(photo_key(rec["image"]), [])
     return records
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,18 @@ from text_attn.core.arrays import digits6
 from text_attn.core.errors import fail, given_text
 from text_attn.core.json_numbers import json_score
 from text_attn.core.os_text import stdin_bytes, utf8_name
+from text_attn.core.ranks import first_process
 from text_attn.core.safe_files import inert, text_lines
 from text_attn.core.search_options import search_flags_given
 
 _KEY = re.compile(r"#\d+$")  # Flickr8k's token file names a caption "photo.jpg#2": the photo is "photo.jpg"
+
+
+def photo_key(path: str) -> str:
+    """What a photo is found by in a file of captions: its file name, its bytes read as UTF-8 whatever the locale, and
+    composed (NFC): a name stored or typed decomposed (macOS's file names, text copied from there) is the same name
+    (it was "names none of the photos given", the name shown looking the same)."""
+    return unicodedata.normalize("NFC", utf8_name(Path(path).name))
 
 
 def check_given(args: argparse.Namespace) -> None:
@@ -70,6 +79,8 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
         fail("caption", f"{flag} {path}: not UTF-8 text (line {line}, byte {err.start})")
     by_name: dict[str, list[str]] = {}
     lines: dict[str, list[int]] = {}
+    seen: set[tuple[str, str]] = set()
+    repeats = []
     for n, line in enumerate(text_lines(text), 1):
         if not line.strip() or line.startswith("#"):
             continue
@@ -78,11 +89,18 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
             fail("caption", f"{flag} {path}:{n}: not a name<TAB>caption line")
         if not caption_tokens(caption):
             fail("caption", f"{flag} {path}:{n}: the caption has no words")
-        key = Path(_KEY.sub("", name.strip())).name
+        if (name.strip(), caption.strip()) in seen:  # a file joined twice: each caption counted again (CIDEr-D moved)
+            repeats.append(n)
+            continue
+        seen.add((name.strip(), caption.strip()))
+        key = unicodedata.normalize("NFC", Path(_KEY.sub("", name.strip())).name)
         by_name.setdefault(key, []).append(caption.strip())
         lines.setdefault(key, []).append(n)
     if not by_name:
         fail("caption", f"{flag} {path}: no name<TAB>caption line in it")
+    if repeats and first_process():  # the same name (#k too) and caption: read once; "#0" and "#1" alike are two
+        print(f"caption: note: {flag} {inert(path)}: {len(repeats)} line(s) repeat an earlier line, its name and "
+              f"caption: read once (the first: line {repeats[0]})", file=sys.stderr)  # fmt: skip
     return by_name, lines
 
 
@@ -112,7 +130,7 @@ def given_notes(captioner, args: argparse.Namespace, names: set[str] | None = No
 def no_given_caption(name: str, args: argparse.Namespace) -> str | None:
     """Why image ``name`` has no caption to read in --given-file (None: it has, or no --given-file)."""
     by_name = getattr(args, "given_by_name", None)
-    if by_name is None or utf8_name(Path(name).name) in by_name:  # FILE's names are UTF-8, whatever the locale
+    if by_name is None or photo_key(name) in by_name:
         return None
     return f"{name}: --given-file {args.given_file} has no caption for {Path(name).name}"
 
@@ -129,7 +147,7 @@ def read_given(captioner, features: Any, items: list[dict[str, Any]], args: argp
         return None
     out = []
     for b, item in enumerate(items):
-        own = captioner.read_texts(features[b : b + 1], by_name[utf8_name(Path(item["name"]).name)])  # K lists of 1
+        own = captioner.read_texts(features[b : b + 1], by_name[photo_key(item["name"])])  # K lists of 1
         out.append(sorted((r[0] for r in own), key=lambda c: -c.score))
     return out
 

@@ -33,6 +33,9 @@ SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-pe
 
 
 DRAWS = "draws"  # how a seed's draws are made (recorded with a --sample-seed)
+# the --references read (their digest): the records' "references" fields; another file on --resume is said, not
+# refused (the scores are the new file's, over every record; only the earlier records' fields are the old file's)
+REFERENCES = "--references"
 
 
 def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
@@ -50,12 +53,16 @@ def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
     if options["--given-file"] is not None:  # what check_given read from it (a FIFO or <(...) cannot be read again)
         read = json.dumps(getattr(args, "given_by_name", None), sort_keys=True)
         options["--given-file"] = hashlib.sha256(read.encode()).hexdigest()
+    if getattr(args, "references_by_name", None) is not None:
+        read = json.dumps(args.references_by_name, sort_keys=True)
+        options[REFERENCES] = hashlib.sha256(read.encode()).hexdigest()
     return {"model": str(model_file), "model_sha256": sha256_of(model_file), "options": options}
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What tells ``new`` from ``old``, a phrase each ("--beam-size 5 (this run: 3)", "another model file (...)")."""
-    said = record_differences(old, new, skip=(DRAWS,), worded={"--unsure-below": unsure_typed(CAPTION_UNSURE)})
+    worded = {"--unsure-below": unsure_typed(CAPTION_UNSURE)}
+    said = record_differences(old, new, skip=(DRAWS, REFERENCES), worded=worded)
     was, now = old.get("options", {}), new["options"]
     # said alone where the seeds are the same (another seed is said as itself)
     if was.get(DRAWS) != now.get(DRAWS) and was.get("--sample-seed") == now.get("--sample-seed"):
@@ -96,6 +103,10 @@ def check_resume(jsonl: str | Path, settings: dict[str, Any], say: bool = True) 
     if before is not None:  # the record covers what came after FILE's first records: it carries that on
         settings.update(records_before=before, checked=False)
     if not (said := differences(old, settings)):
+        if say and old.get("options", {}).get(REFERENCES) != settings["options"].get(REFERENCES):
+            print(f"caption: note: --resume: {jsonl}'s records before this run were written with other --references "
+                  "(or none): their \"references\" fields are those; the scores are against this run's for every "
+                  "record", file=sys.stderr)  # fmt: skip
         return None
     which = f"records after its first {before} (which no run record covers)" if before is not None else "records"
     return (f"--resume: {jsonl}'s {which} were made with {'; '.join(said)}: resume with the same model and options, "

@@ -12,7 +12,6 @@ from typing import Any
 
 from text_attn.core.errors import fail
 from text_attn.core.metrics import COCO_NAMES, reads_as_english
-from text_attn.core.os_text import utf8_name
 from text_attn.core.safe_files import inert
 from text_attn.core.score_options import check_score_options, write_scores
 
@@ -35,7 +34,9 @@ def check_names(args: argparse.Namespace, paths: list[str]) -> None:
     by_name = getattr(args, "references_by_name", None)
     if by_name is None or any(is_shard(p) for p in paths):
         return
-    if not any(utf8_name(Path(p).name) in by_name for p in paths):  # FILE's names are UTF-8, whatever the locale
+    from captioning.commands.caption_given import photo_key
+
+    if not any(photo_key(p) in by_name for p in paths):  # FILE's names are UTF-8 (NFC), whatever the locale
         fail("caption", f"--references {args.references} names none of the {len(paths)} photo(s) given (a photo is "
              f"found by its file name, e.g. {Path(paths[0]).name})")  # fmt: skip
 
@@ -58,21 +59,40 @@ def records_of(jsonl: str | Path) -> dict[str, str]:
 def score_run(args: argparse.Namespace, captions: dict[str, str]) -> None:
     """The run's captions (image -> caption) against --references: the scores on stderr, --scores written. Photos
     without a caption in FILE are counted in one note; failed photos (no caption) are not scored."""
+    from captioning.commands.caption_given import photo_key
+
     by_name = getattr(args, "references_by_name", None)
     if by_name is None:
         return
-    scored = {image: cap for image, cap in captions.items() if Path(image).name in by_name}
+    scored = {image: cap for image, cap in captions.items() if photo_key(image) in by_name}
     if len(scored) < len(captions):
         print(f"caption: note: --references {inert(args.references)} has no caption for {len(captions) - len(scored)} "
               "of the photos captioned: they are not scored", file=sys.stderr)  # fmt: skip
     if not scored:
-        print("caption: note: no photo captioned has a caption in --references: nothing scored", file=sys.stderr)
+        unwritten = f"; --scores {inert(args.scores)} is not written" if args.scores else ""
+        why = "no photo was captioned" if not captions else "no photo captioned has a caption in --references"
+        print(f"caption: note: {why}: nothing scored{unwritten}", file=sys.stderr)
         return
-    result = scores(scored, {image: by_name[Path(image).name] for image in scored})
+    shared = _shared_names(scored)
+    if shared:  # found by file name: another folder's photo of that name is read against these captions
+        print(f"caption: note: {len(shared)} photo(s) share a file name with another photo of the run, and each is "
+              f"scored against --references' captions of that name (e.g. {inert(shared[0])})",
+              file=sys.stderr)  # fmt: skip
+    result = scores(scored, {image: by_name[photo_key(image)] for image in scored})
     for line in summary(args.references, result):
         print(f"caption: {line}", file=sys.stderr)
     if args.scores:
         write_scores("caption", args.scores, result)
+
+
+def _shared_names(images) -> list[str]:
+    """The images (paths) whose file name another image of the run has too (as --references finds them)."""
+    from captioning.commands.caption_given import photo_key
+
+    keys: dict[str, list[str]] = {}
+    for image in images:
+        keys.setdefault(photo_key(image), []).append(image)
+    return [image for same in keys.values() if len(same) > 1 for image in same]
 
 
 def scores(captions: dict[str, str], references: dict[str, list[str]]) -> dict[str, Any]:

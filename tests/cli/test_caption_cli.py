@@ -185,6 +185,29 @@ def test_bad_and_missing_files_among_good_ones(capsys, model_file, tmp_path, mon
     assert records[1]["caption"] is None and records[1]["words"] == [] and records[1]["crop_box"] is None
 
 
+@pytest.mark.parametrize(
+    "options",
+    [["--n-best", "2", "--beam-size", "3", "--unsure", "--evidence"], ["--given", "a red circle", "--unsure"],
+     ["--given-file", "GIVEN"]],
+)  # fmt: skip
+def test_a_failed_photos_record_has_every_key_its_runs_others_have(capsys, model_file, tmp_path, options):
+    """A failed photo's record lacked the keys its run's options add (n_best, given, log_prob, word_probs, end_prob,
+    unsure, evidence, agreement): one JSONL file held two schemas, and rec["n_best"] was a KeyError."""
+    bad = tmp_path / "x.png"
+    bad.write_text("not a picture\n")
+    given = tmp_path / "given.tsv"  # a caption for the good photo alone: the bad one fails before it is read
+    given.write_text(f"{Path(PHOTOS[0]).name}\ta red circle\n{bad.name}\ta blue square\n")
+    options = [str(given) if o == "GIVEN" else o for o in options]
+    fast = [] if {"--given", "--given-file"} & set(options) else FAST  # a text read has no --max-len
+    code, out, err = run(capsys, PHOTOS[0], bad, "--model", model_file, "--json", *fast, *options)
+    good, failed = json.loads(out)
+    assert code == 1 and good["error"] is None and failed["error"] is not None, err
+    assert list(failed) == list(good)  # the same keys, in the same order
+    empty = {k: v for k, v in failed.items() if k not in ("image", "error")}
+    assert all(v is None or v == [] for v in empty.values()), empty
+    assert {"n_best", "given", "unsure", "evidence"} & set(failed)
+
+
 @pytest.mark.long
 def test_overlays_and_per_word_files(capsys, model_file, tmp_path, monkeypatch):
     monkeypatch.setattr(caption_parser, "BATCH", 1)  # the two images in separate batches

@@ -262,3 +262,61 @@ def test_references_and_captions_given_on_stdin(capsys, monkeypatch, scenes, no_
             _run(capsys, *argv)
         lines = capsys.readouterr().err.strip().splitlines()
         assert exc.value.code == 2 and len(lines) == 1 and why in lines[0], lines
+
+
+def test_repeated_lines_decomposed_names_shared_names_and_failed_photos(capsys, tmp_path, scenes, no_java):
+    """A references file joined twice counted each caption again (CIDEr-D moved, unsaid); a photo named decomposed
+    (NFD, as macOS stores names) was not found by the file's composed name; two photos of one file name in two
+    folders were scored against the same captions, unsaid; and when every referenced photo failed, the note said none
+    had a caption in the file and nothing that --scores was not written."""
+    import unicodedata
+
+    folder, refs = scenes
+    code, _, err = _run(capsys, str(folder), "--references", str(refs))
+    once = _scores_line(err)
+    twice = tmp_path / "twice.tsv"
+    twice.write_text(refs.read_text() + "\n".join(refs.read_text().splitlines()[1:3]) + "\n")
+    code, _, err = _run(capsys, str(folder), "--references", str(twice))
+    assert code == 0 and _scores_line(err) == once and "4 photo(s), 8 reference caption(s)" in err
+    assert f"caption: note: --references {twice}: 2 line(s) repeat an earlier line, its name and caption: read " \
+           "once (the first: line 10)" in err.splitlines()  # fmt: skip
+    # NFD on disk, NFC in the file
+    nfd = tmp_path / "nfd"
+    nfd.mkdir()
+    shutil.copy(folder / "s0.png", nfd / unicodedata.normalize("NFD", "Mädchen.png"))
+    (tmp_path / "nfc.tsv").write_text(unicodedata.normalize("NFC", "Mädchen.png") + "\ta red circle\n")
+    code, out, err = _run(capsys, str(nfd), "--references", str(tmp_path / "nfc.tsv"), "--json")
+    assert code == 0, err
+    assert json.loads(out)[0]["references"] == ["a red circle"] and "1 photo(s), 1 reference caption(s)" in err
+    # one name in two folders
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(folder / "s2.png", other / "s0.png")
+    code, _, err = _run(capsys, str(folder / "s0.png"), str(other / "s0.png"), "--references", str(refs))
+    assert code == 0 and "caption: note: 2 photo(s) share a file name with another photo of the run, and each is " \
+           f"scored against --references' captions of that name (e.g. {folder / 's0.png'})" in err  # fmt: skip
+    # every photo with references failed
+    broken = tmp_path / "b" / "s0.png"
+    broken.parent.mkdir()
+    broken.write_text("not a picture\n")
+    code, _, err = _run(capsys, str(broken), "--references", str(refs), "--scores", str(tmp_path / "s.json"))
+    assert code == 1 and not (tmp_path / "s.json").exists()
+    assert err.splitlines()[-1] == f"caption: note: no photo was captioned: nothing scored; --scores " \
+                                   f"{tmp_path / 's.json'} is not written"  # fmt: skip
+
+
+def test_a_resume_with_other_references_says_so(capsys, tmp_path, scenes, no_java):
+    """--references was not recorded: a resume with another file (or the first with one) left the earlier records'
+    "references" fields of the other file, unsaid."""
+    folder, refs = scenes
+    out_file = tmp_path / "o.jsonl"
+    code, _, err = _run(capsys, str(folder / "s0.png"), "--jsonl", str(out_file), "--references", str(refs))
+    assert code == 0 and "--resume" not in err, err
+    again = [str(folder / "s0.png"), str(folder / "s1.png"), "--jsonl", str(out_file), "--resume"]
+    code, _, err = _run(capsys, *again, "--references", str(refs))  # the same file: nothing to say
+    assert code == 0 and "other --references" not in err, err
+    other = tmp_path / "other.tsv"
+    other.write_text(refs.read_text() + "s0.png#5\tA red square .\n")  # one caption more
+    code, _, err = _run(capsys, str(folder / "s2.png"), *again, "--references", str(other))
+    assert code == 0 and f"caption: note: --resume: {out_file}'s records before this run were written with other " \
+           "--references (or none)" in err  # fmt: skip

@@ -58,6 +58,8 @@ def test_translate_n_best_output_file_and_bad_combinations(tmp_path, capsys):
             assert f"{' '.join(bad[::2]).replace(' ', ', ')} only {verb} with --sample" in err
         if bad in unusable:
             assert f"argument {bad[-2]}: expected a" in err
+        if bad[:2] == ["--sample", "--beam-size"]:  # it said "and no --n-best", which --n-best 1 is not refused for
+            assert err.endswith("use it with --beam-size 1 and --n-best 1 (or no --n-best)\n")
     # more beams than the model has words (5 + <pad> <bos> <eos> <unk>): a mistyped 100000 once filled the memory
     assert translate_main(["--model", str(model), "--beam-size", "9", "ma"]) == 0
     with pytest.raises(SystemExit) as exc:

@@ -109,7 +109,7 @@ def check_search_options(prog: str, args: argparse.Namespace, words: int | None 
     if args.length_penalty < 0:
         fail(prog, f"--length-penalty must be 0 or more, got {args.length_penalty}")
     if args.sample and (args.beam_size > 1 or args.n_best > 1):
-        fail(prog, "--sample draws one hypothesis: use it with --beam-size 1 and no --n-best")
+        fail(prog, "--sample draws one hypothesis: use it with --beam-size 1 and --n-best 1 (or no --n-best)")
     if not 1 <= args.n_best <= max(args.beam_size, 1):
         if recorded and args.n_best > 1:
             fail(prog, f"--n-best {args.n_best} is more than the beam size the model file records ({args.beam_size}): "
