@@ -140,6 +140,16 @@ def test_a_training_checkpoint_is_never_exported_over_itself(run, tmp_path, caps
         assert "resum" in line
         assert ckpt.read_bytes() == before
     assert "optimizer_states" in torch.load(ckpt, weights_only=True)
+    # another checkpoint as OUT (two arguments swapped): it was replaced, its resume lost; a model file as OUT is not
+    other = tmp_path / "other.ckpt"
+    shutil.copy(run[0], other)
+    with pytest.raises(SystemExit) as stop:
+        export_main([str(ckpt), str(other)])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert stop.value.code == 2 and line.startswith(f"text-export: error: OUT {other} is a training checkpoint"), line
+    assert other.read_bytes() == before
+    export_main([str(ckpt), str(tmp_path / "m.pt")])
+    assert export_main([str(ckpt), str(tmp_path / "m.pt"), "--half"]) in (0, None)  # a model file is replaced
 
 
 def test_half_keeps_tied_weights_shared(tmp_path, capsys):

@@ -188,6 +188,20 @@ def _refuse_checkpoint_in_place(src: str | Path, out: str | Path) -> None:
     if same and is_lightning_checkpoint(read_export_source(src)):
         raise ModelFileError(f"OUT {out} is the input, a training checkpoint: writing the model file over it would "
                              "lose what resuming needs (optimiser, epoch, step); give another file")  # fmt: skip
+    if not same and Path(out).is_file() and _holds_checkpoint(out):  # another run's (two arguments swapped): was lost
+        raise ModelFileError(f"OUT {out} is a training checkpoint: writing the model file over it would lose what "
+                             "resuming needs (optimiser, epoch, step); give another file")  # fmt: skip
+
+
+def _holds_checkpoint(path: str | Path) -> bool:
+    """Whether the file at ``path`` is a Lightning training checkpoint: read mapped (its tensors are not read into
+    memory), weights only; a file that is not one of torch's, or cannot be read, is not."""
+    import torch
+
+    try:
+        return is_lightning_checkpoint(torch.load(path, map_location="cpu", weights_only=True, mmap=True))
+    except Exception:  # noqa: BLE001 - anything torch cannot read is no checkpoint to keep
+        return False
 
 
 def read_export_source(src: str | Path) -> Any:
