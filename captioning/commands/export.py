@@ -491,13 +491,13 @@ def export_main(argv: list[str] | None = None) -> int:
         if member is not None:
             member_of(captioner, src, member)
             src = f"{src}'s decoder {member}"
-        if encoder_of:
-            use_encoder_of(captioner, src, encoder_of, source=source)
-            src = f"{src} over the encoder of {encoder_of}"
-        if average:
+        if average:  # before --encoder-of: its encoder is the one kept (it was averaged with the files')
             average_into(captioner, src, average, source=source, shares=weights)
             shares = f" (weights {weights_said(weights)})" if weights else ""
             src = f"{src} averaged with {len(average)} more{shares}"
+        if encoder_of:
+            use_encoder_of(captioner, src, encoder_of, source=source)
+            src = f"{src} over the encoder of {encoder_of}"
         if ensemble:
             ensemble_of(captioner, src, ensemble, source=source)
             src = f"{src} in an ensemble of {len(captioner.decoders)} decoders"

@@ -169,6 +169,28 @@ def test_encoder_of_puts_a_decoder_on_another_runs_encoder(tmp_path, capsys):
     # now the two decoders share one encoder: an ensemble of them is accepted
     assert export_main([str(tmp_path / "a.pt"), str(both), "--ensemble", str(moved)]) == 0
     assert len(Captioner.load(both).decoders) == 2
+    # with --average: the decoders averaged, the encoder --encoder-of's (it was the mean of a's and b's encoders, the
+    # file saying "encoder from: a.pt")
+    mean = tmp_path / "mean_on_a.pt"
+    b2 = separate_run(VOCAB, 4)
+    b2.save(tmp_path / "b2.pt")
+    args = [
+        str(tmp_path / "b.pt"),
+        str(mean),
+        "--average",
+        str(tmp_path / "b2.pt"),
+        "--encoder-of",
+        str(tmp_path / "a.pt"),
+    ]
+    assert export_main(args) == 0
+    got = Captioner.load(mean)
+    for name, value in a.model.encoder.state_dict().items():
+        assert torch.equal(got.model.encoder.state_dict()[name], value), name
+    for name, value in b.model.decoder.state_dict().items():
+        if value.is_floating_point():
+            assert torch.allclose(
+                got.model.decoder.state_dict()[name], (value + b2.model.decoder.state_dict()[name]) / 2
+            )
     # another model's encoder: one line, exit code 2, nothing written
     separate_run(VOCAB, 3, tmp_path / "wide.pt", hidden_dim=24)
     capsys.readouterr()
