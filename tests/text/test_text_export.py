@@ -336,6 +336,17 @@ def test_average_writes_the_mean_of_the_epochs_weights(tmp_path, capsys):
     mixed = load_model_file(tmp_path / "mixed.pt", "text-model")["state_dict"]
     for k, v in mixed.items():
         torch.testing.assert_close(v, (states[2]["net." + k] + data["state_dict"][k]) / 2, rtol=0, atol=1e-6, msg=k)
+    # a --half file first: the mean of its float16 values and float32 ones was rounded to float16 (and said to be
+    # "the same values at twice the size"); it is a float32 mean now, as with the float32 file first
+    assert export_main([str(out), str(tmp_path / "h.pt"), "--half"]) == 0
+    half = load_model_file(tmp_path / "h.pt", "text-model")["state_dict"]
+    capsys.readouterr()
+    assert export_main([str(tmp_path / "h.pt"), str(tmp_path / "hm.pt"), "--average", str(ckpts[2])]) == 0
+    assert "the same values" not in capsys.readouterr().err
+    halfmean = load_model_file(tmp_path / "hm.pt", "text-model")["state_dict"]
+    for k, v in halfmean.items():
+        want = (half[k].double() + states[2]["net." + k].double()) / 2
+        assert v.dtype == torch.float32 and torch.allclose(v.double(), want, rtol=0, atol=2e-6), k  # float16: 1e-3
 
 
 def test_average_refuses_another_model(run, tmp_path, capsys):

@@ -436,8 +436,8 @@ def mean_weights(
     state's weight in the mean (None: equal; a fine-tuned model blended back towards the one it started from, as
     Wortsman et al. 2022's WiSE-FT). ``grown``: a later state's tensor may have fewer rows (dim 0) than the first's,
     its rows being the first's first ones (a vocabulary the first extends: text-train's ``model.init_vocab: extend``);
-    each row is the mean over the states that have it. Floating weights are summed in float64 and returned in the
-    first's dtypes; integer buffers are kept from the first."""
+    each row is the mean over the states that have it. Floating weights are summed in float64 and returned in the widest
+    of the states' dtypes, at least float32; integer buffers are kept from the first."""
     import torch
 
     for state, source in zip(states, sources, strict=True):  # a damaged file: one line naming it, not a traceback
@@ -465,5 +465,10 @@ def mean_weights(
             mass[k][: r.shape[0]] += share
     out = dict(first)  # integer buffers: the first's
     for k in floats:
-        out[k] = (total[k] / mass[k]).reshape(first[k].shape).to(first[k].dtype)
+        # the widest of the states' dtypes, at least float32: the first's (a --half file's float16) rounded the mean
+        # of a float32 file with it to float16, and said "the same values" as the file read
+        dtype = torch.float32
+        for state in states:
+            dtype = torch.promote_types(dtype, state[k].dtype)
+        out[k] = (total[k] / mass[k]).reshape(first[k].shape).to(dtype)
     return out
