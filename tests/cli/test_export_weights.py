@@ -117,4 +117,8 @@ def test_dash_or_nothing_for_a_model_file_is_one_line(family, text_model, captio
     assert _refused(capsys, export, prog, ["-", "out.pt"]) == ("CHECKPOINT -: a model is read from a file, not stdin; "
                                                               "use ./- for a file named -")  # fmt: skip
     assert _refused(capsys, export, prog, ["", "out.pt"]) == "CHECKPOINT is empty: give a checkpoint or model file"
+    # an empty option's file: "--encoder-of ''" and "--info ''" were dropped (exit 0), "--average ''" named "."
+    options = ["--info", "--average"] + (["--encoder-of", "--ensemble"] if family == "caption" else [])
+    for option in options:
+        assert _refused(capsys, export, prog, [model, "out.pt", option, ""]) == f"{option} is empty: give a file"
     assert sorted(p.name for p in tmp_path.iterdir()) == []

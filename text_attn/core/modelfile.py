@@ -297,6 +297,9 @@ def export_command(
     if typed in ("", "-"):  # Path("") is the current folder: ".: not a file" named no input
         fail(prog, "CHECKPOINT -: a model is read from a file, not stdin; use ./- for a file named -" if typed else
              "CHECKPOINT is empty: give a checkpoint or model file")  # fmt: skip
+    for name, value in extra.items():  # "--encoder-of ''", "--info ''" were dropped (exit 0), "--average ''" read "."
+        if value == "" or isinstance(value, list) and "" in value:
+            fail(prog, f"--{name.replace('_', '-')} is empty: give a file")
     try:  # the input itself may be OUT (a re-export in place: read whole, then replaced); no other input may
         refuse_overlap({f"OUT {args.output}": args.output}, others)
     except OSError as err:
