@@ -364,6 +364,20 @@ def member_of(captioner, src: str, k: int) -> None:
         raise ModelFileError(f"--member {err}") from None
 
 
+def _apply_hard_inference(captioner, extra: dict, info: str | None, src: str) -> None:
+    """--info's ``"decoding": {"hard_inference": ...}`` set where runs read it, the decoders' settings (as
+    benchmarks/tune_caption_decoding.py --write sets it): it was stored in the facts alone, shown by --model-info and
+    never used. A soft-attention model has no such choice: refused."""
+    decoding = extra.get("decoding")
+    if not isinstance(decoding, dict) or "hard_inference" not in decoding:
+        return
+    if captioner.model.decoder.cfg.attention != "hard":
+        raise ModelFileError(f'--info {info}: its "decoding" sets hard_inference, which a hard-attention model reads; '
+                             f"{src} attends softly")  # fmt: skip
+    for decoder in captioner.decoders:
+        decoder.cfg.hard_inference = decoding["hard_inference"]
+
+
 def use_encoder_of(captioner, src: str, other: str, source: str = "") -> None:
     """Give the captioner (read from src) the encoder of ``other`` (a model file or checkpoint): its weights, e.g. a
     run's fine-tuned last stage, under src's decoder(s), so that a decoder trained over another encoder can be trained
@@ -502,6 +516,7 @@ def export_main(argv: list[str] | None = None) -> int:
             ensemble_of(captioner, src, ensemble, source=source)
             src = f"{src} in an ensemble of {len(captioner.decoders)} decoders"
         captioner.info = merged_info(captioner.info, extra, len(captioner.vocab), info, source)
+        _apply_hard_inference(captioner, extra, info, src)
         try:
             out = export_model(captioner, dst, half=half, encoder_from_package=encoder_from_package, src=src)
         except ValueError as err:

@@ -122,3 +122,31 @@ def test_dash_or_nothing_for_a_model_file_is_one_line(family, text_model, captio
     for option in options:
         assert _refused(capsys, export, prog, [model, "out.pt", option, ""]) == f"{option} is empty: give a file"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_recorded_hard_inference_is_what_runs_decode_with(caption_model, text_model, tmp_path, capsys):
+    """--info's "decoding": {"hard_inference": ...} was stored in the facts alone, shown by --model-info and never
+    used (and "banana" was taken, for a soft or a text model too): it sets the decoders' setting now, where runs read
+    it, a value other than argmax or expect is refused, and so is the key for a model that has no such choice."""
+    from captioning.model.captioner import Captioner
+    from captioning.training.shapes import VOCAB
+    from tests.helpers.tiny_captioner import separate_run
+    from text_attn.core.vocab import Vocabulary
+
+    hard = tmp_path / "hard.pt"
+    separate_run(Vocabulary.build([list(VOCAB)]), 1, hard, attention="hard")
+    assert Captioner.load(hard).model.decoder.cfg.hard_inference == "argmax"
+    info = tmp_path / "info.json"
+    info.write_text(json.dumps({"decoding": {"hard_inference": "expect"}}))
+    assert caption_export([str(hard), str(tmp_path / "out.pt"), "--info", str(info)]) == 0
+    capsys.readouterr()
+    got = Captioner.load(tmp_path / "out.pt")
+    assert got.model.decoder.cfg.hard_inference == "expect" and got.info["decoding"]["hard_inference"] == "expect"
+    refused = ((caption_model, caption_export, "caption-export", "attends softly"),
+               (text_model, text_export, "text-export", "a text model has no such setting"))  # fmt: skip
+    for model, export, prog, why in refused:
+        assert _refused(capsys, export, prog, [model, tmp_path / "x.pt", "--info", info]).endswith(why)
+    info.write_text(json.dumps({"decoding": {"hard_inference": "banana"}}))
+    said = _refused(capsys, caption_export, "caption-export", [hard, tmp_path / "x.pt", "--info", info])
+    assert said.endswith('hard_inference must be argmax or expect, got "banana"')
+    assert not (tmp_path / "x.pt").exists()

@@ -5,6 +5,7 @@ merged over what the model file holds; ``--model-info`` prints them (modelfile.i
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from typing import Any
 
@@ -68,6 +69,8 @@ def decoding_fault(decoding: object, words: int | None = None) -> str | None:
                        decoding.get("no_repeat_ngram"), words)  # fmt: skip
     except (TypeError, ValueError) as err:
         return one_line(err)
+    if "hard_inference" in decoding and decoding["hard_inference"] not in ("argmax", "expect"):
+        return f"hard_inference must be argmax or expect, got {json.dumps(decoding['hard_inference'])}"
     return None
 
 

@@ -225,6 +225,9 @@ def export_main(argv: list[str] | None = None) -> int:
     ) -> str:
         check_shares(weights, average)  # before anything is read
         extra = read_info(info) if info else {}  # before the source is read: a bad --info is said at once
+        if isinstance(extra.get("decoding"), dict) and "hard_inference" in extra["decoding"]:  # stored, never read
+            raise ModelFileError(f'--info {info}: its "decoding" sets hard_inference, which a hard-attention captioner '
+                                 "reads; a text model has no such setting")  # fmt: skip
         content, what = read_source(src)
         startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)
         tensors = {(v.data_ptr(), tuple(v.shape)): v for v in content["state_dict"].values()}  # tied weights once
