@@ -107,6 +107,11 @@ def _difference(meta: dict[str, Any], theirs: dict[str, Any], first: str) -> str
     """What tells another source's metadata from the first's, in words: the first network setting that differs
     ("its network's dropout is 0.1, a.pt's 0.3"), its vocabularies, or else the first key."""
     mine, other = meta.get("config"), theirs.get("config")
+    if meta.get("arch") != theirs.get("arch"):  # before the settings: a Transformer's against a GRU's differed first in
+        # one only one of them has ("its network's attention is 'bahdanau', a.pt's None")
+        names = {"rnn": "an RNN encoder-decoder", "transformer": "a Transformer"}
+        theirs_is, mine_is = (names.get(m.get("arch"), repr(m.get("arch"))) for m in (theirs, meta))
+        return f"it is {theirs_is}, {first} {mine_is}"
     if isinstance(mine, dict) and isinstance(other, dict) and not _same(mine, other):
         key = next(k for k in dict.fromkeys([*mine, *other]) if not _same(mine.get(k), other.get(k)))
         return f"its network's {key} is {other.get(key)!r}, {first}'s {mine.get(key)!r}"
