@@ -143,14 +143,23 @@ def test_average_records_what_was_averaged_and_drops_the_test_scores(good, tmp_p
     assert said.startswith("the mean of the weights of 2 files by text-export --average: a.pt, b.pt")
     assert "runs" not in said  # file names, not the machine's folders
     assert "a.pt's test scores were not measured on this mean" in said
-    assert mean.info["decoding"]["chosen_by"] == "highest BLEU on val, for a.pt's weights before averaging"
+    assert mean.info["decoding"] == {**decoding, "chosen_for": "a.pt, before text-export --average"}
     assert mean.decoding() == {"beam_size": 4, "length_penalty": 0.5, "no_repeat_ngram": 0}  # kept, not greedy
     assert translate_main(["--model", "mean.pt", "--model-info"]) == 0
     out = capsys.readouterr().out
-    assert "averaged:" in out and "a.pt, b.pt" in out and "before averaging" in out and "sacreBLEU" not in out
+    assert (
+        "averaged:" in out and "a.pt, b.pt" in out and "before text-export --average" in out and "sacreBLEU" not in out
+    )
     # a mean of a mean says so
     assert export_main(["mean.pt", "again.pt", "--average", b]) == 0
     assert "mean.pt was itself the mean of the weights of 2 files" in Translator.load("again.pt").info["averaged"]
+    # a decoding typed by hand (no chosen_by): it was said to be "chosen on val", which no one did
+    typed = _saved(tmp_path / "runs" / "typed.pt", {**good, "info": {"decoding": {"beam_size": 2}}})
+    assert export_main([typed, "typed_mean.pt", "--average", b]) == 0
+    assert Translator.load("typed_mean.pt").info["decoding"] == {
+        "beam_size": 2,
+        "chosen_for": "typed.pt, before text-export --average",
+    }
 
 
 def test_translate_names_a_folder_and_a_caption_models_name(tmp_path, capsys):

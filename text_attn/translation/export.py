@@ -157,7 +157,7 @@ def averaged_info(infos: list[dict[str, Any]], sources: list[str], shares: list[
     first source's test scores are not its own: dropped (as caption-export --ensemble drops its first file's).
     ``averaged`` records what was averaged, by file name (no machine's folders in a model file, as
     text_attn.core.training.started_from). Another source's data and their terms are added: the mean learned from them
-    too. The decoding the first recorded (chosen on val for its weights) is kept and marked so, not dropped: beam width
+    too. The decoding the first recorded is kept and marked ``chosen_for`` that file, not dropped: beam width
     and length penalty belong to the task and the run more than to one epoch's weights, so the mean of one run's last
     epochs decodes better with them than greedy (the default without a choice); a tuner (benchmarks/
     tune_translation_decoding.py --write) chooses again on val and replaces the mark."""
@@ -177,9 +177,10 @@ def averaged_info(infos: list[dict[str, Any]], sources: list[str], shares: list[
     if first.get("averaged"):
         record += f"; {names[0]} was itself {first['averaged']}"
     info["averaged"] = record
-    if isinstance(info.get("decoding"), dict):
-        chosen = info["decoding"].get("chosen_by") or "chosen on val"
-        info["decoding"] = {**info["decoding"], "chosen_by": f"{chosen}, for {names[0]}'s weights before averaging"}
+    if isinstance(info.get("decoding"), dict) and "chosen_for" not in info["decoding"]:
+        # what it was chosen for, as caption-export marks it; how it was chosen stays as recorded (a decoding typed
+        # by hand was said to be "chosen on val")
+        info["decoding"] = {**info["decoding"], "chosen_for": f"{names[0]}, before text-export --average"}
     return info
 
 
