@@ -200,9 +200,11 @@ def translate_parser() -> argparse.ArgumentParser:
         help="also write FILE: one JSON record a line per input, in input order, as the inputs are done (- : to "
         "stdout, in place of the plain lines, unless --output names their file; ./- for a file named -): the "
         "fields of attention-serve's /translate answer (source and tokens, translation and tokens, attention, "
-        "heads, score, truncated, the notes on the input) and 'input', its number; with --unsure or --given(-file), "
-        "'token_probs', 'word_probs', 'end_prob', 'words' and 'unsure'; with --n-best, 'n_best'; with several "
-        "--given, 'ranked'; a failed input: 'error'. Records are written as the plain lines are, so a run stopped "
+        "heads, score, truncated, sentence_count, laid_out, the notes on the input) and 'input', its number; with "
+        "--unsure or --given(-file), 'token_probs', 'word_probs', 'end_prob', 'words', 'unsure' and 'unsure_tokens' "
+        "(a translation given: 'given' true); with --n-best, 'n_best'; with several --given, 'ranked'; with "
+        "--evidence, 'evidence' and 'agreement'; a failed input: 'error' (docs/text.md lists each field). Records "
+        "are written as the plain lines are, so a run stopped "
         "early keeps the records of what it wrote, and --resume continues them (FILE.run.json beside FILE records "
         "the model and the options that shape a record)",
     )
