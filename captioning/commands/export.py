@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from captioning.model.bundled import model_path
+from captioning.model.bundled import model_path, text_model_named
 from text_attn.core import startup_gc
 from text_attn.core.errors import one_line
 from text_attn.core.fast_exit import leaving
@@ -535,11 +535,12 @@ def export_main(argv: list[str] | None = None) -> int:
         "caption-export step-350.ckpt model.pt --average step-300.ckpt step-250.ckpt. Two decoders as one model: "
         "caption-export a.pt both.pt --ensemble b.pt",
         "a caption-train .ckpt file, or a caption model file (a bundled one by name: flickr8k, shapes)",
-        "model file to write (e.g. model.pt)",
+        "model file to write (e.g. model.pt); may be the input (a model file, re-exported in place)",
         convert,
         argv,
         _options,
         named=lambda name: str(model_path(name)),
+        other_family=lambda name: text_model_named(name, "a bundled text model: text-export {name} OUT"),
     )
 
 

@@ -31,7 +31,8 @@ def bundled_name(path: str | Path) -> str | None:
     return name_of(path, MODEL_NAMES)
 
 
-def text_model_named(model: str | Path | None) -> str | None:
-    """The line for a ``--model`` that is a bundled text model's name (``transformer``), not a file: its command."""
-    usage = "a bundled text model: translate --model {name} SENTENCE"
+def text_model_named(model: str | Path | None, usage: str = "a bundled text model: translate --model {name} SENTENCE"
+                     ) -> str | None:  # fmt: skip
+    """The line for a ``--model`` that is a bundled text model's name (``transformer``), not a file: its command
+    (``usage``: the one for this context, e.g. text-export's)."""
     return other_familys(model, TEXT_NAMES, usage, f"the bundled caption models are {', '.join(MODEL_NAMES)}")

@@ -150,3 +150,17 @@ def test_a_recorded_hard_inference_is_what_runs_decode_with(caption_model, text_
     said = _refused(capsys, caption_export, "caption-export", [hard, tmp_path / "x.pt", "--info", info])
     assert said.endswith('hard_inference must be argmax or expect, got "banana"')
     assert not (tmp_path / "x.pt").exists()
+
+
+def test_the_other_familys_bundled_name_says_which_export_reads_it(capsys, tmp_path, monkeypatch):
+    """`caption-export transformer o.pt` said "transformer: no such file", as if mistyped (caption and translate name
+    the command); a file of that name in the working folder is still read as the file."""
+    monkeypatch.chdir(tmp_path)
+    said = _refused(capsys, caption_export, "caption-export", ["transformer", "o.pt"])
+    assert said == ("transformer is a bundled text model: text-export transformer OUT uses it; the bundled caption "
+                    "models are flickr8k, shapes")  # fmt: skip
+    said = _refused(capsys, text_export, "text-export", ["flickr8k", "o.pt"])
+    assert said.startswith("flickr8k is a bundled caption model: caption-export flickr8k OUT uses it; the bundled text")
+    (tmp_path / "flickr8k").write_text("not a model\n")  # a file of that name: read, and refused as what it is
+    assert "not a checkpoint or model file" in _refused(capsys, text_export, "text-export", ["flickr8k", "o.pt"])
+    assert not (tmp_path / "o.pt").exists()

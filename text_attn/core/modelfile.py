@@ -268,13 +268,15 @@ def export_command(
     argv: list[str] | None = None,
     add_options: Callable[[argparse.ArgumentParser], None] | None = None,
     named: Callable[[str], str] | None = None,
+    other_family: Callable[[str], str | None] | None = None,
 ) -> int:
     """The one shape of every family's export command (``caption-export``, ``text-export``): ``CHECKPOINT OUT
     [--half]``; ``convert(input, output, half, **family_options)`` writes the file and returns its "wrote" line, said
     on stderr as every command's "wrote" lines are (stdout holds a command's results; an export's is the file). Bad
     input: one line, exit code 2. ``add_options`` adds a family's own options to the parser; they reach convert by
     name. ``named``: maps a bundled model's name (``flickr8k``, ``transformer``) to its file, as ``--model`` takes
-    one."""
+    one. ``other_family``: the line for the other family's bundled name (``caption-export transformer`` said "no such
+    file"), None for any other input."""
     from text_attn.core.errors import ArgumentParser, dash_refused, fail, one_line
     from text_attn.core.version import add_version
 
@@ -305,6 +307,8 @@ def export_command(
     except OSError as err:
         fail(prog, str(err))
     missing = _not_a_file(args.input, typed)
+    if missing and other_family is not None and (line := other_family(typed)):
+        fail(prog, line)
     if missing:  # said before convert imports torch (seconds): a mistyped path is answered at once
         fail(prog, missing)
     folder = Path(args.output).parent

@@ -32,7 +32,8 @@ def bundled_name(path: str | Path) -> str | None:
     return name_of(path, MODEL_NAMES)
 
 
-def caption_model_named(model: str | Path | None) -> str | None:
-    """The line for a ``--model`` that is a bundled caption model's name (``flickr8k``), not a file: its command."""
-    usage = "a bundled caption model: caption --model {name} PHOTO"
+def caption_model_named(model: str | Path | None, usage: str = "a bundled caption model: caption --model {name} PHOTO"
+                        ) -> str | None:  # fmt: skip
+    """The line for a ``--model`` that is a bundled caption model's name (``flickr8k``), not a file: its command
+    (``usage``: the one for this context, e.g. caption-export's)."""
     return other_familys(model, CAPTION_NAMES, usage, f"the bundled text models are {', '.join(MODEL_NAMES)}")

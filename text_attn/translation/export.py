@@ -28,7 +28,7 @@ from text_attn.core.modelfile import (
     wrote_line,
 )
 from text_attn.core.safe_files import atomic_output, inert_output
-from text_attn.translation.bundled import model_path
+from text_attn.translation.bundled import caption_model_named, model_path
 from text_attn.translation.checkpoint import read_source
 
 
@@ -259,12 +259,14 @@ def export_main(argv: list[str] | None = None) -> int:
         "self-contained model file for `translate --model`. Example: "
         "text-export runs/x/checkpoints/last.ckpt model.pt; averaging the last three epochs: "
         "text-export epoch-12.ckpt model.pt --average epoch-11.ckpt epoch-10.ckpt",
-        "a text-train .ckpt file, or a text model file (a bundled one by name: transformer, bahdanau)",
+        "a text-train .ckpt file, or a text model file (a bundled one by name: multi30k_de_en, also called "
+        "transformer, or bahdanau)",
         "model file to write (e.g. model.pt); may be the input",
         convert,
         argv,
         _options,
         named=lambda name: str(model_path(name)),
+        other_family=lambda name: caption_model_named(name, "a bundled caption model: caption-export {name} OUT"),
     )
 
 
