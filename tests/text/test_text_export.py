@@ -272,7 +272,12 @@ def test_info_merges_facts_that_translate_model_info_shows(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         export_main([str(model), "list.pt", "--info", "list.json"])
     said = _one_error_line(capsys, exc, "text-export")
-    assert said == "text-export: error: --info list.json: expected a JSON object, got list"
+    assert said == "text-export: error: --info list.json: expected a JSON object, got an array"  # was "got list"
+    for text, kind in (("null", "null"), ('"x"', "a string"), ("3", "a number")):  # were NoneType, str, int
+        (tmp_path / "other.json").write_text(text)
+        with pytest.raises(SystemExit) as exc:
+            export_main([str(model), "list.pt", "--info", "other.json"])
+        assert _one_error_line(capsys, exc, "text-export").endswith(f"expected a JSON object, got {kind}")
     assert not list(tmp_path.glob("wide.pt*")) and not list(tmp_path.glob("list.pt*"))
 
 

@@ -53,6 +53,16 @@ def _shape(value: object) -> tuple[int, bool]:
 DECODING_KEYS = ("beam_size", "length_penalty", "no_repeat_ngram", "hard_inference", "chosen_by", "chosen_for")
 
 
+def json_kind(value: object) -> str:
+    """What a parsed JSON value is, in JSON's words ("got NoneType", "got list" named Python's types)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    kinds = ((dict, "an object"), (list, "an array"), (str, "a string"), ((int, float), "a number"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
 def decoding_fault(decoding: object, words: int | None = None) -> str | None:
     """What makes a recorded decoding (``info["decoding"]``) one the model's command cannot use, for a message; None
     where it can. Its beam_size a positive integer (at most ``words``, the model's output vocabulary), length_penalty
@@ -63,7 +73,7 @@ def decoding_fault(decoding: object, words: int | None = None) -> str | None:
     if decoding is None:  # none recorded (--info's null removes one)
         return None
     if not isinstance(decoding, dict):
-        return f"it must be a JSON object, got {type(decoding).__name__}"
+        return f"it must be a JSON object, got {json_kind(decoding)}"
     try:
         check_decoding(decoding.get("beam_size"), decoding.get("length_penalty"), None,
                        decoding.get("no_repeat_ngram"), words)  # fmt: skip
@@ -95,7 +105,7 @@ def read_info(path: str) -> dict:
     except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
         raise ModelFileError(f"--info {path}: cannot read a JSON object ({one_line(err)})") from None
     if not isinstance(info, dict):
-        raise ModelFileError(f"--info {path}: expected a JSON object, got {type(info).__name__}")
+        raise ModelFileError(f"--info {path}: expected a JSON object, got {json_kind(info)}")
     depth, finite = _shape(info)
     if depth > INFO_DEPTH:
         raise ModelFileError(deep)
