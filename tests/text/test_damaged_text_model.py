@@ -107,6 +107,7 @@ def test_text_export_refuses_weights_that_are_not_tensors_in_one_line(good, tmp_
         "sdstr.pt": ({**good, "state_dict": "x"}, "its state_dict is a str, not weights"),
         "sdlist.pt": ({**good, "state_dict": [1]}, "its state_dict is a list, not weights"),
         "weight.pt": ({**good, "state_dict": {**state, first: "x"}}, f"its weight '{first}' is a str, not a tensor"),
+        "int.pt": ({**good, "state_dict": {**state, first: 3}}, f"its weight '{first}' is an int, not a tensor"),
     }
     for name, (data, why) in cases.items():
         bad = _saved(tmp_path / name, data)

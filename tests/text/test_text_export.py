@@ -216,6 +216,12 @@ def test_inputs_that_are_not_text_checkpoints_or_model_files(tmp_path, capsys):
             export_main([str(tmp_path / name), str(tmp_path / "out.pt")])
         err = _one_error_line(capsys, exc, "text-export")
         assert name in err and msg in err, err
+        if name in ("notes.txt", "pairs.tsv"):  # a text file is no torn checkpoint: no such hint
+            assert err.endswith("cannot read as one"), err
+    (tmp_path / "torn.pt").write_bytes((tmp_path / "plain.pt").read_bytes()[:60])
+    with pytest.raises(SystemExit) as exc:
+        export_main([str(tmp_path / "torn.pt"), str(tmp_path / "out.pt")])
+    assert _one_error_line(capsys, exc, "text-export").endswith("(cut off by a copy or a full disk?)")
     assert "caption-export" in err  # the caption checkpoint: which command exports it
     assert not (tmp_path / "out.pt").exists()
     with pytest.raises(ModelFileError):

@@ -223,9 +223,13 @@ def read_export_source(src: str | Path) -> Any:
         if holds_code(err, path):  # code in the file, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
         what = torch_unreadable(path)
-        raise ModelFileError(
-            f"{src}: not a checkpoint or model file: {what} (cut off by a copy or a full disk?)"
-        ) from None
+        try:  # the hint for a file that starts as torch's (its zip, a pickle) and breaks off, not for a text file
+            with open(path, "rb") as f:
+                torn = f.read(2)[:2] == b"PK" or f.seek(0) == 0 and f.read(1) == b"\x80"
+        except OSError:
+            torn = False
+        hint = " (cut off by a copy or a full disk?)" if torn else ""
+        raise ModelFileError(f"{src}: not a checkpoint or model file: {what}{hint}") from None
     state = data.get("state_dict") if isinstance(data, dict) else None
     if isinstance(state, dict) and (bad := not_finite(state)):  # a diverged run's: exported or averaged, exit 0,
         raise ModelFileError(f"{src}: {bad}")  # it captioned "yellow yellow ..." and translated empty lines

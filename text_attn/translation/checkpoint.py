@@ -67,7 +67,8 @@ def check_parts(src: str | Path, content: dict[str, Any], what: str, prefix: str
             raise ModelFileError(f"{src}: damaged {what}: a weight's name is {name!r}, not text")
         if not isinstance(value, torch.Tensor):
             kind = type(value).__name__
-            raise ModelFileError(f"{src}: damaged {what}: its weight {prefix + name!r} is a {kind}, not a tensor")
+            kind = f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"  # "is a int"
+            raise ModelFileError(f"{src}: damaged {what}: its weight {prefix + name!r} is {kind}, not a tensor")
     info = content.get("info")
     if info is not None and not isinstance(info, dict):
         raise ModelFileError(f"{src}: damaged {what}: its info (the model's facts) is a {type(info).__name__}, not a "
