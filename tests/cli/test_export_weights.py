@@ -164,3 +164,19 @@ def test_the_other_familys_bundled_name_says_which_export_reads_it(capsys, tmp_p
     (tmp_path / "flickr8k").write_text("not a model\n")  # a file of that name: read, and refused as what it is
     assert "not a checkpoint or model file" in _refused(capsys, text_export, "text-export", ["flickr8k", "o.pt"])
     assert not (tmp_path / "o.pt").exists()
+
+
+def test_a_file_given_twice_is_said(caption_model, tmp_path, capsys):
+    """An ensemble of a file with itself (twice the cost, the same captions) or a mean of it with itself was written
+    without a word; the file is named in one note (by another path too), and still written."""
+    import os
+
+    os.link(caption_model, tmp_path / "again.pt")
+    for option in ("--ensemble", "--average"):
+        assert caption_export([str(caption_model), str(tmp_path / "x.pt"), option, str(tmp_path / "again.pt")]) == 0
+        notes = [x for x in capsys.readouterr().err.splitlines() if "given twice" in x]
+        assert notes == [f"caption-export: note: {tmp_path / 'again.pt'} is given twice: its weights count twice (an "
+                         "ensemble of it with itself decodes as it does, at twice the cost; a mean with itself is "
+                         "itself)"]  # fmt: skip
+    assert caption_export([str(caption_model), str(tmp_path / "y.pt")]) == 0
+    assert "given twice" not in capsys.readouterr().err

@@ -176,6 +176,23 @@ def _not_a_file(src: str | Path, typed: object = None) -> str | None:
     return f"{src}: not a file" if path.exists() else missing(src, "no such file", typed)
 
 
+def _given_twice(first: str, others: list[str]) -> str | None:
+    """The first file among CHECKPOINT and the --average / --ensemble files that is given again (by another path too),
+    as typed; None where each is given once."""
+    import os
+
+    seen: list[str] = []
+    for path in [first, *others]:
+        for earlier in seen:
+            try:
+                if os.path.samefile(earlier, path):
+                    return path
+            except OSError:  # a bundled name or a missing file: said by the reader
+                continue
+        seen.append(path)
+    return None
+
+
 def _refuse_checkpoint_in_place(src: str | Path, out: str | Path) -> None:
     """Re-exporting in place is for model files (halve one, re-save it): OUT naming the input TRAINING CHECKPOINT
     would replace it with a model file, and its optimiser state, epoch and step (what resuming needs) would be lost."""
@@ -319,6 +336,9 @@ def export_command(
     if not folder.is_dir():  # likewise, as caption and translate say it of their outputs (a folder is not made)
         fail(prog, f"cannot write {args.output}: " + (f"{folder} is not a folder" if folder.exists() else
                                                       f"the folder {folder} does not exist"))  # fmt: skip
+    if twice := _given_twice(args.input, [v for k in ("average", "ensemble") for v in (extra.get(k) or [])]):
+        print(f"{prog}: note: {twice} is given twice: its weights count twice (an ensemble of it with itself decodes "
+              "as it does, at twice the cost; a mean with itself is itself)", file=sys.stderr)  # fmt: skip
     try:
         _refuse_checkpoint_in_place(args.input, args.output)
         line = convert(args.input, args.output, args.half, **extra)
