@@ -334,7 +334,9 @@ class Captioner:
         except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
             if isinstance(err, ModelFileError):
                 raise
-            raise ModelFileError(f"{path}: broken caption model file ({one_line(err)})") from err
+            # a missing entry said "('vocab')"
+            said = f"it has no {err.args[0]!r}" if isinstance(err, KeyError) and err.args else one_line(err)
+            raise ModelFileError(f"{path}: broken caption model file ({said})") from err
         if isinstance(map_location, (str, torch.device)):
             model.to(map_location)  # load_state_dict copies into the (CPU) parameters of the fresh model
         model.eval()

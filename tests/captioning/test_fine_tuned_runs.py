@@ -192,3 +192,15 @@ def test_an_encoder_that_read_the_photos_whole_still_gets_a_feature_check(option
     said = [line for line in capsys.readouterr().err.splitlines() if "domain check" in line]
     assert len(said) == 1 and said[0].startswith("caption-train: the domain check (caption's note on photos unlike the "
                                                  "training ones): 52 train and val photos encoded in ")  # fmt: skip
+
+
+def test_a_model_file_missing_an_entry_names_it(run, tmp_path):
+    """A model file without its vocabulary was "broken caption model file ('vocab')": a bare key."""
+    from text_attn.core.modelfile import ModelFileError
+
+    data = torch.load(run[0] / "run/model.pt", weights_only=True)
+    del data["vocab"]
+    torch.save(data, tmp_path / "novocab.pt")
+    with pytest.raises(ModelFileError) as err:
+        Captioner.load(tmp_path / "novocab.pt")
+    assert str(err.value) == f"{tmp_path / 'novocab.pt'}: broken caption model file (it has no 'vocab')"

@@ -345,7 +345,7 @@ def export_command(
     except ModelFileError as err:
         fail(prog, str(err))
     except OSError as err:
-        fail(prog, f"cannot write {args.output}: {getattr(err, 'strerror', None) or one_line(err)}")
+        fail(prog, f"cannot write {args.output}: {(getattr(err, 'strerror', None) or one_line(err)).lower()}")
     try:
         print(line, file=sys.stderr)
     except OSError:  # stderr gone (`2>&1 | true`): the file is written, and there is no one left to tell
