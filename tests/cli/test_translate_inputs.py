@@ -234,29 +234,30 @@ def test_ctrl_c_ends_with_the_notes_and_one_line_and_keeps_what_was_written(mode
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # the first batch, whole
 
 
-def test_ctrl_c_between_a_batchs_lines_and_its_records_says_what_each_file_holds(model_file, tmp_path, capsys,
-                                                                                 monkeypatch):  # fmt: skip
-    """--output's lines are written before --jsonl's records: Ctrl-C between them left the output a batch ahead, and
-    the line said the records' count for both files."""
+def test_ctrl_c_while_a_batch_is_made_leaves_every_file_at_the_batch_before(model_file, tmp_path, capsys,
+                                                                              monkeypatch):  # fmt: skip
+    """--output's lines were written before --jsonl's records were made: a Ctrl-C while they were (their evidence takes
+    seconds) left the output a batch ahead of the records, links and page. Every output's part is made first and all
+    are written together: the files hold the same inputs, said in one line."""
     calls = {"n": 0}
-    real = translate_cli._write_records
+    real = translate_cli._record_lines
 
     def interrupted(*a, **k):
         calls["n"] += 1
-        if calls["n"] == 2:  # the second batch's lines are in --output, its records not yet in --jsonl
+        if calls["n"] == 2:  # the second batch's records being made
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(translate_cli, "_write_records", interrupted)
+    monkeypatch.setattr(translate_cli, "_record_lines", interrupted)
     monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n{DE[1]}\n{DE[0]}\n{DE[1]}\n{DE[0]}\n"))
-    out, jsonl = tmp_path / "out.txt", tmp_path / "out.jsonl"
+    out, jsonl, links = tmp_path / "out.txt", tmp_path / "out.jsonl", tmp_path / "links.txt"
     with pytest.raises(SystemExit) as exc:
         translate_main(["--model", str(model_file), "--batch-size", "2", "--output", str(out), "--jsonl", str(jsonl),
-                        "--max-len", "3"])  # fmt: skip
+                        "--alignments", str(links), "--max-len", "3"])  # fmt: skip
     assert exc.value.code == 130
-    assert len(out.read_text().splitlines()) == 4 and len(jsonl.read_text().splitlines()) == 2
+    assert [len(p.read_text().splitlines()) for p in (out, jsonl, links)] == [2, 2, 2]
     last = capsys.readouterr().err.splitlines()[-1]
-    assert last == f"translate: interrupted after 4 input(s) in {out}, 2 in {jsonl}"
+    assert last == f"translate: interrupted after 2 input(s) in {out} and {jsonl}"
 
 
 def test_unknown_words_are_named_as_written(model_file, capsys):

@@ -39,3 +39,32 @@ def sigterm_interrupts() -> Iterator[None]:
     finally:
         if signal.getsignal(number) is terminate:
             signal.signal(number, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held while the block runs (a batch's outputs written together), then raised as they would
+    have been: a Ctrl-C between a batch's --output lines and its records left files that held different inputs. The
+    block must be short (writes, not work): the signal waits for it. Off the main thread: the block as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    numbers = [n for n in (signal.SIGINT, getattr(signal, "SIGTERM", None)) if n is not None]
+    before = {n: signal.getsignal(n) for n in numbers}
+    got: list[tuple[int, object]] = []
+
+    def hold(signum, frame) -> None:
+        got.append((signum, frame))
+
+    for n in numbers:
+        if callable(before[n]):  # a handler of Python's (Ctrl-C's KeyboardInterrupt, sigterm_interrupts'): held
+            signal.signal(n, hold)
+    try:
+        yield
+    finally:
+        for n in numbers:
+            if signal.getsignal(n) is hold:
+                signal.signal(n, before[n])
+        if got:  # the first one, as its handler takes it (KeyboardInterrupt, Terminated)
+            signum, frame = got[0]
+            before[signum](signum, frame)  # type: ignore[operator]

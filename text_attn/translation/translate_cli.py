@@ -50,7 +50,7 @@ from text_attn.core.search_options import (
     n_best_ending,
     search_options,
 )
-from text_attn.core.sigterm import Terminated, sigterm_interrupts
+from text_attn.core.sigterm import Terminated, interrupts_held, sigterm_interrupts
 from text_attn.core.unread_options import flags_given
 from text_attn.core.unsure import UNSURE
 from text_attn.core.unsure_options import NAMED, count_unsure, resolve_unsure, unsure_note
@@ -126,7 +126,7 @@ def _written(args: argparse.Namespace, progress: dict[str, Any]) -> str:
     return f"{count} input(s)" + (f" in {' and '.join(held)}" if held else "")
 
 
-def _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, readings, blank) -> None:
+def _record_lines(translator, args, progress, chunk, by_number, typed_lines, errors, readings, blank) -> str:
     """--jsonl: the chunk's records (text_attn.translation.records.input_record), one a line in input order, each
     input's line as typed taken out of ``typed_lines``; ``readings``: by translated input's number, its readings best
     first (--given, --given-file; empty without); ``blank``: its blank lines (nothing translated, no
@@ -153,9 +153,29 @@ def _write_records(translator, args, progress, records, chunk, by_number, typed_
             record = input_record(translator, n, typed, tr, keep_case=args.keep_case, below=below,
                                   ranked=readings.get(n), evidence=found, n_best=args.n_best_given)  # fmt: skip
         lines.append(json.dumps(record, ensure_ascii=False) + "\n")
-    with failing_as("stdout" if args.jsonl == "-" else f"--jsonl {args.jsonl}"):
-        records.write("".join(lines))
-        records.flush()
+    return "".join(lines)
+
+
+def _page_sections(translator, args, progress, chunk, good, outs, by_number, blank, errors, flagged, unseen,
+                   readings_of) -> list[str]:  # fmt: skip
+    """--html: the chunk's sections, in input order, a failed input's in its place (as its empty output line); a
+    blank input has none (its blank line in the output keeps its place)."""
+    from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
+
+    drawn = dict(zip((n for n, _ in good), report_attention(translator, outs), strict=True))
+    sections = []
+    for n, _ in chunk:
+        if n in blank:
+            continue
+        if n not in by_number:
+            sections.append(failed_section(n, errors.get(n, "not translated")))
+            continue
+        tr = by_number[n]
+        found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
+        note = translator.note() if n in flagged else unseen_words_line(unseen.get(n))
+        sections.append(sentence_section(n, tr, drawn[n], note, found, translator.source_lang, args.unsure,
+                                         readings=readings_of.get(n, ())))  # fmt: skip
+    return sections
 
 
 def _evidence(translator, tr, progress: dict[str, Any], n: int, keep: bool = False):
@@ -310,25 +330,41 @@ def _translate_stream(
                 written += f"{n}\t{tr.score:.4f}\t{inert(tr.text)}\t{n_best_ending(tr.truncated)}\n"
             if args.demo:
                 kept.append((n, tr))
-        with failing_as(f"--output {args.output}" if args.output else "stdout"):
-            out.write(written)
-            out.flush()
-        progress["ahead"] = len(chunk)  # --output holds this chunk; the others may not yet (Ctrl-C's line says so)
+        # every output's part of the chunk made first (records, links, the page's sections: the evidence they take is
+        # computed here), then written together with Ctrl-C held: a Ctrl-C while the records were made left --output
+        # holding inputs the records, links and page did not
+        record_lines = None
         if records is not None:  # a record per input, a failed one's with its error, in input order
-            _write_records(translator, args, progress, records, chunk, by_number, typed_lines, errors, readings_of,
-                           blank)  # fmt: skip
+            record_lines = _record_lines(translator, args, progress, chunk, by_number, typed_lines, errors, readings_of,
+                                         blank)  # fmt: skip
+        align_lines = None
         if align is not None:  # a line per input, an empty one for a failed input: line N stays input N
-            lines = "".join(_alignment_line(translator, args, progress, n, by_number[n]) if n in by_number else "\n"
-                            for n, _ in chunk)  # fmt: skip
-            with failing_as(f"--alignments {args.alignments}"):
-                align.write(lines)
-                align.flush()
-        progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
-        progress["ahead"] = 0
-        if recorded:  # the inputs' digest of FILE.run.json: now of every input written
-            _keep_records(args, recorded)
-        count("cut", [n for (n, _), tr in zip(good, outs, strict=True) if tr.truncated])
+            align_lines = "".join(_alignment_line(translator, args, progress, n, by_number[n]) if n in by_number
+                                  else "\n" for n, _ in chunk)  # fmt: skip
         flagged = set(unlike)  # this chunk's inputs unlike the training text (count empties the list)
+        sections = _page_sections(translator, args, progress, chunk, good, outs, by_number, blank, errors, flagged,
+                                  unseen, readings_of) if report is not None else []  # fmt: skip
+        with interrupts_held():
+            with failing_as(f"--output {args.output}" if args.output else "stdout"):
+                out.write(written)
+                out.flush()
+            progress["ahead"] = len(chunk)  # --output holds this chunk; the others may not yet (an error after it)
+            if record_lines is not None:
+                with failing_as("stdout" if args.jsonl == "-" else f"--jsonl {args.jsonl}"):
+                    records.write(record_lines)
+                    records.flush()
+            if align_lines is not None:
+                with failing_as(f"--alignments {args.alignments}"):
+                    align.write(align_lines)
+                    align.flush()
+            for section in sections:
+                with failing_as(f"--html {args.html}"):
+                    report.add(section)
+            progress["done"] += len(chunk)  # written: what the closing notes and Ctrl-C's line count
+            progress["ahead"] = 0
+            if recorded:  # the inputs' digest of FILE.run.json: now of every input written
+                _keep_records(args, recorded)
+        count("cut", [n for (n, _), tr in zip(good, outs, strict=True) if tr.truncated])
         count("unlike", unlike)
         count("recased", recased)
         count("uncased", uncased)
@@ -339,23 +375,6 @@ def _translate_stream(
         typed.clear()  # a failed input's
         marks.clear()
         breaks.clear()
-        if report is not None:
-            from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
-
-            drawn = dict(zip((n for n, _ in good), report_attention(translator, outs), strict=True))
-            for n, _ in chunk:  # in input order, a failed input in its place (as its empty output line)
-                if n in blank:  # nothing to show: its blank line in the output keeps its place
-                    continue
-                if n not in by_number:
-                    with failing_as(f"--html {args.html}"):
-                        report.add(failed_section(n, errors.get(n, "not translated")))
-                    continue
-                tr = by_number[n]
-                found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
-                note = translator.note() if n in flagged else unseen_words_line(unseen.get(n))
-                with failing_as(f"--html {args.html}"):
-                    report.add(sentence_section(n, tr, drawn[n], note, found, translator.source_lang, args.unsure,
-                                                readings=readings_of.get(n, ())))  # fmt: skip
         if plots is not None:  # drawn as written: a Ctrl-C keeps the pictures of what was written
             several = len(args.sentences) > 1 if args.sentences else (seen > 1 or None)  # None: not known yet
             plots.add([(n, by_number[n]) for n, _ in good], several)
