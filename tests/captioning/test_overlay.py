@@ -311,11 +311,18 @@ def test_a_chosen_cell_a_few_pixels_small_is_marked_not_a_crash(tmp_path, size, 
     # inset outline came out inverted, Pillow raised, and the whole `caption` run ended with 0 captions written
     image = Image.new("RGB", size, (128, 128, 128))
     alphas = torch.full((1, grid * grid), 1.0 / (grid * grid))
-    region = grid * grid - 1
     plain = np.asarray(Image.open(draw_overlay(image, ["a"], alphas, grid, box, tmp_path / "p.png")))
-    marked = np.asarray(Image.open(draw_overlay(image, ["a"], alphas, grid, box, tmp_path / "m.png", [region])))
-    ys, xs = np.nonzero((plain != marked).any(-1))
-    assert len(ys) > 0  # the cell is marked, however small
+
+    def marked_box(region: int) -> tuple[int, int, int, int]:  # the changed pixels' (y0, y1, x0, x1)
+        marked = np.asarray(Image.open(draw_overlay(image, ["a"], alphas, grid, box, tmp_path / "m.png", [region])))
+        ys, xs = np.nonzero((plain != marked).any(-1))
+        assert len(ys) > 0  # the cell is marked, however small
+        return ys.min(), ys.max(), xs.min(), xs.max()
+
+    first, last = marked_box(0), marked_box(grid * grid - 1)
+    # where its cell is: the last one right of and below the first (any change anywhere passed), each a small mark
+    assert last[0] > first[1] and last[2] > first[3], (first, last)
+    assert all(b[1] - b[0] < 12 and b[3] - b[2] < 12 for b in (first, last)), (first, last)
 
 
 def test_a_caption_s_overlay_is_the_picture_draw_overlay_writes(tmp_path):

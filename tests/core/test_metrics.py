@@ -186,6 +186,22 @@ def test_cider_is_corpus_dependent():
     assert one["ROUGE_L"] == pytest.approx(1.0)
 
 
+def test_coco_scores_equal_hand_computed_bleu_and_rouge():
+    """Corpus BLEU-1..3 and ROUGE-L worked out by hand (the tests above checked only identical = 1 and worse =
+    lower, which keys swapped or a wrong mean would pass): 6 hypothesis words against references of 7, every n-gram
+    matched, so BLEU-n is the brevity penalty exp(1 - 7/6); ROUGE-L (beta 1.2) of "a dog runs" against "a dog runs
+    fast" is 2.44 P R / (R + 1.44 P) with P = 1, R = 3/4, and 1 for the other, averaged over the two."""
+    refs = {"a": ["a dog runs fast"], "b": ["two cats sleep"]}
+    hyps = {"a": "a dog runs", "b": "two cats sleep"}
+    corpus, per = metrics.coco_scores(refs, hyps, meteor=False)
+    brevity = math.exp(1 - 7 / 6)
+    for n in (1, 2, 3):
+        assert corpus[f"Bleu_{n}"] == pytest.approx(brevity, abs=1e-6), n
+    rouge_a = 2.44 * 0.75 / (0.75 + 1.44)
+    assert corpus["ROUGE_L"] == pytest.approx((rouge_a + 1.0) / 2, abs=1e-6)
+    assert corpus["Bleu_4"] < 0.05 and set(per) == {"a", "b"}  # no 4-gram in either: coco's tiny smoothing alone
+
+
 def test_coco_rejects_mismatched_ids():
     with pytest.raises(ValueError, match="1 missing"):
         coco_metrics(REFS, {"img1": "a horse", "img2": "dogs"}, meteor=False)

@@ -127,12 +127,12 @@ def test_translate_on_the_second_tab_and_hover_the_alignment(chromium, server):
         said = page.locator("#tr-status").inner_text()
         assert said == "translated: " + " / ".join(page.locator("#tr-out p.translation").all_inner_texts())
         target = page.locator("#tr-out section").first.locator(".w.tgt")
-        if target.count():
-            target.nth(0).hover()
-            shaded = page.evaluate(
-                "[...document.querySelectorAll('#tr-out section:first-child .w.src')].some(w => w.style.background)"
-            )
-            assert shaded  # the source words it looked at light up
+        assert target.count() > 0  # a translation of words to hover (the check below was skipped without one)
+        target.nth(0).hover()
+        shaded = page.evaluate(
+            "[...document.querySelectorAll('#tr-out section:first-child .w.src')].some(w => w.style.background)"
+        )
+        assert shaded  # the source words it looked at light up
         assert page.errors == []
 
 
