@@ -422,10 +422,18 @@ def _open_html(captioner, args: argparse.Namespace):
 
 def _add_html(report, items: list[dict[str, Any]], records: list[dict[str, Any]], unsure: float | None = None):
     """Each record's section; ``unsure``: --unsure's threshold, its words underlined (None: none)."""
+    for section in html_sections(report, items, records, unsure):
+        report.add(section)
+
+
+def html_sections(report, items: list[dict[str, Any]], records: list[dict[str, Any]], unsure: float | None = None
+                  ) -> list[str]:  # fmt: skip
+    """The sections :func:`_add_html` adds, made (a photo's thumbnail encoded) but not yet written: a batch's page
+    sections and its records are then written together."""
     from captioning.views.caption_page import image_section
 
-    for item, rec in zip(items, records, strict=True):
-        report.add(image_section(report.sections + 1, rec, item.get("image"), unsure))
+    return [image_section(report.sections + k, rec, item.get("image"), unsure)
+            for k, (item, rec) in enumerate(zip(items, records, strict=True), 1)]  # fmt: skip
 
 
 def _close_html(report, failed: int, partial: str | None = None) -> None:

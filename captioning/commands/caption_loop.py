@@ -13,12 +13,12 @@ from pathlib import Path
 
 from captioning.commands.caption_batch import (
     OverlayNames,
-    _add_html,
     _close_html,
     _closing_notes,
     _open_html,
     caption_batch,
     drawn_overlays,
+    html_sections,
     overlay_tail,
     record_line,
     stdout_lines,
@@ -29,7 +29,7 @@ from text_attn.core.errors import close_quietly, emit, fail, one_line
 from text_attn.core.run_record import record_run, run_file
 from text_attn.core.safe_files import check_output, open_stream, probe_writable, release_held_on_exit
 from text_attn.core.search_options import search_options
-from text_attn.core.sigterm import Terminated, sigterm_interrupts
+from text_attn.core.sigterm import Terminated, interrupts_held, sigterm_interrupts
 from text_attn.core.unsure_options import count_unsure
 
 
@@ -115,31 +115,36 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         for items in loader:
             size = len(items)
             batch = caption_batch(captioner, items, args, options, names)
-            failed += sum(bool(rec["error"]) for rec in batch)
-            if report is not None:
-                try:
-                    _add_html(report, items, batch, getattr(args, "unsure", None))
-                except OSError as err:  # disk full, the file or its folder gone: what was written stays readable
-                    report = None
-                    fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
-            if out is not None:
-                try:
-                    out.write("".join(record_line(rec) + "\n" for rec in batch))
-                    out.flush()
-                except OSError as err:  # the records before stay whole; a torn last line is dropped by --resume
-                    close_quietly(out)
-                    out = None
-                    fail("caption", f"cannot write --jsonl {args.jsonl}: {one_line(err)}; --resume continues after "
-                         "the images it holds")  # fmt: skip
-            elif args.json:
-                records += batch
-            else:
-                for rec in batch:
-                    for line in stdout_lines(rec, several, args):  # --jsonl -: the record's line
-                        emit("caption", line)  # a name or word with a line break or tab cannot forge a line
-            if args.references and not args.jsonl:
-                captions.update((rec["image"], rec["caption"]) for rec in batch if rec["caption"] is not None)
-            finished += len(items)  # written: what the notes and the interrupted line count
+            # the batch's page sections made first (thumbnails encoded), then the page and the records written
+            # together, Ctrl-C held meanwhile: the page held photos --jsonl did not after a Ctrl-C between them
+            sections = html_sections(report, items, batch, getattr(args, "unsure", None)) if report else []
+            with interrupts_held():
+                failed += sum(bool(rec["error"]) for rec in batch)
+                if report is not None:
+                    try:
+                        for section in sections:
+                            report.add(section)
+                    except OSError as err:  # disk full, the file or its folder gone: what was written stays readable
+                        report = None
+                        fail("caption", f"cannot write --html {args.html}: {one_line(err)}")
+                if out is not None:
+                    try:
+                        out.write("".join(record_line(rec) + "\n" for rec in batch))
+                        out.flush()
+                    except OSError as err:  # the records before stay whole; a torn last line is dropped by --resume
+                        close_quietly(out)
+                        out = None
+                        fail("caption", f"cannot write --jsonl {args.jsonl}: {one_line(err)}; --resume continues "
+                             "after the images it holds")  # fmt: skip
+                elif args.json:
+                    records += batch
+                else:
+                    for rec in batch:
+                        for line in stdout_lines(rec, several, args):  # --jsonl -: the record's line
+                            emit("caption", line)  # a name or word with a line break or tab cannot forge a line
+                if args.references and not args.jsonl:
+                    captions.update((rec["image"], rec["caption"]) for rec in batch if rec["caption"] is not None)
+                finished += len(items)  # written: what the notes and the interrupted line count
             for rec in batch:
                 if rec["truncated"]:
                     tally(counts, "cut", rec["image"])

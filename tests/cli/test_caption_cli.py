@@ -825,6 +825,30 @@ def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_fi
                                 "caption: interrupted after 2 image(s)"]  # fmt: skip
 
 
+def test_ctrl_c_while_a_batchs_page_is_made_leaves_the_page_and_records_at_the_batch_before(
+    capsys, model_file, album, monkeypatch, tmp_path
+):
+    """The page's sections were written before the records: a Ctrl-C between them (a photo's thumbnail is encoded
+    there) left the page a batch ahead of --jsonl. Both are written together now, after the sections are made."""
+    real, calls = caption_loop.html_sections, []
+
+    def second_interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(caption_loop, "html_sections", second_interrupted)
+    page, jsonl = tmp_path / "cap.html", tmp_path / "out.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        caption_main([str(album), "--model", str(model_file), *FAST, "--batch-size", "2", "--workers", "0", "--html",
+                      str(page), "--jsonl", str(jsonl)])  # fmt: skip
+    assert exc.value.code == 130
+    assert len(jsonl.read_text().splitlines()) == 2 and page.read_text().count('<section class="item') == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"caption: interrupted after 2 image(s) in {jsonl}; --resume " \
+        "continues after them"  # fmt: skip
+
+
 def test_ctrl_c_with_loader_workers_removes_the_outputs_lock_files(capsys, model_file, album, monkeypatch):
     """With loader workers the interrupted run leaves by os._exit (caption_loop: no teardown racing the workers), past
     caption_main's release of its outputs: `.cap.html.attention-toolkit.lock` stayed beside the page (a run without
