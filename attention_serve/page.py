@@ -74,12 +74,42 @@ const Live = {
   b64(bytes) { let s = ""; for (const b of bytes) s += String.fromCharCode(b); return btoa(s); },
   // each token's label, by text_attn.core.token_labels' rules ("\u2581B\u00fc" "sche" -> "B\u00fc" "\u00b7sche"):
   // the answer keeps the model's pieces, the page shows the words they spell (tests/serve/test_page_browser.py)
+  // byte pieces that spell one UTF-8 character: the first's index -> it, the others' -> "" (token_labels._spelled)
+  spelled(tokens) {
+    const byte = (t) => { const m = /^<0x([0-9A-Fa-f]{2})>$/.exec(t); return m ? parseInt(m[1], 16) : null; };
+    const out = new Map();
+    for (let i = 0; i < tokens.length;) {
+      const first = byte(tokens[i]);
+      if (first !== null) {
+        const n = first >= 0xC0 && first < 0xE0 ? 2 : first >= 0xE0 && first < 0xF0 ? 3
+          : first >= 0xF0 && first < 0xF8 ? 4 : 1;
+        const run = tokens.slice(i, i + n).map(byte);
+        if (run.length === n && run.every((b) => b !== null)) {
+          let char = "";
+          try { char = new TextDecoder("utf-8", { fatal: true }).decode(new Uint8Array(run)); } catch (e) { char = ""; }
+          if (char && !/^[\p{C}\p{Z}]/u.test(char) || char === " ") {
+            out.set(i, char);
+            for (let j = i + 1; j < i + n; j++) out.set(j, "");
+            i += n;
+            continue;
+          }
+        }
+      }
+      i += 1;
+    }
+    return out;
+  },
   shown(tokens) {
     const special = (t) => t.length > 2 && t.startsWith("<") && t.endsWith(">");
-    const sp = tokens.some((t) => t.startsWith("\u2581") && t.length > 1 && !special(t));
+    const spelled = Live.spelled(tokens);
+    const sp = spelled.size > 0 || tokens.some((t) => t.startsWith("\u2581") && t.length > 1 && !special(t));
     const bpe = !sp && tokens.some((t) => t.endsWith("@@") && t.length > 2);
     if (!sp && !bpe) return tokens.slice();
     return tokens.map((t, i) => {
+      if (spelled.has(i)) {
+        const c = spelled.get(i);
+        return !c || (i > 0 && tokens[i - 1] !== "\u2581" && /^[\p{L}\p{N}]/u.test(c)) ? "\u00b7" + c : c;
+      }
       if (special(t)) return t;
       let starts, text;
       if (sp) {

@@ -12,7 +12,13 @@ CASES = [
     # the bundled models' pieces: the mark dropped, "sche" goes on "Bü", "." after a word is punctuation
     (["▁Die", "▁Bü", "sche", "▁sind", "▁grün", ".", "<eos>"], ["Die", "Bü", "·sche", "sind", "grün", ".", "<eos>"]),
     (["▁The", "▁n", "urs", "es", "."], ["The", "n", "·urs", "·es", "."]),
-    (["▁is", "n", "'", "t", "<0xC5>", "<0x9F>"], ["is", "·n", "'", "·t", "<0xC5>", "<0x9F>"]),  # byte pieces as are
+    # byte pieces that spell a character: it, then a joined mark per further byte (they showed as "<0xC5>" ...);
+    # an emoji is no word's letter; bytes that spell nothing whole stay as they are
+    (["▁is", "n", "'", "t", "<0xC5>", "<0x9F>"], ["is", "·n", "'", "·t", "·ş", "·"]),
+    (["▁mit", "▁", "<0xF0>", "<0x9F>", "<0x8E>", "<0x88>", "."], ["mit", "▁", "🎈", "·", "·", "·", "."]),
+    (["<0xF0>", "<0x9F>", "<0x8E>", "<0x88>"], ["🎈", "·", "·", "·"]),
+    (["▁", "<0xD9>", "<0x85>", "<0xD8>", "<0xB1>"], ["▁", "م", "·", "·ر", "·"]),  # a word begun by a bare "▁"
+    (["▁a", "<0xC5>", "<0x41>", "<0x9F>", "<0xFF>"], ["a", "<0xC5>", "·A", "<0x9F>", "<0xFF>"]),
     (["▁", "(", "▁a", "▁1", "2"], ["▁", "(", "a", "1", "·2"]),  # a lone "▁" piece stays visible
     (["Bü@@", "sche", "sind", "gr@@", "ün", "."], ["Bü", "·sche", "sind", "gr", "·ün", "."]),  # subword-nmt BPE
     (["a", "dog", "runs", "<eos>"], ["a", "dog", "runs", "<eos>"]),  # whole words: as they are
