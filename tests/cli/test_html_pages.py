@@ -821,13 +821,13 @@ def test_translate_page_to_a_screen_reader_and_the_keyboard(browser, translate_p
     moved = first + (1 if first == 0 else -1)
     b.wait_for(f"{shown} === 's{moved}'")
     by_key, said = b.eval(shades), b.eval("document.querySelector('#s1 .info').textContent")
-    assert said.startswith(f"source word {moved + 1} of 6, ") and "looked at most by output word" in said
+    assert said.startswith(f"source token {moved + 1} of 6, ") and "looked at most by output token" in said
     b.page.mouse.move(0, 0)
     b.hover(f"#s1 .w.src[data-s='{moved}']")  # the same view as hovering that source word
     assert b.eval(shown) == f"s{moved}" and b.eval(shades) == by_key and all(by_key)
     b.page.focus("#s1")
     b.key("ArrowDown")
-    assert b.eval(shown).startswith("t") and "looked most at source word" in b.eval(
+    assert b.eval(shown).startswith("t") and "looked most at source token" in b.eval(
         "document.querySelector('#s1 .info').textContent"
     )
     before = b.eval(shown)

@@ -192,8 +192,9 @@ const Align = {
     // its probability too, where the page has it (a text read, --unsure): on hover alone, a keyboard or a phone never
     // had it
     const p = (c.titles.get(c.tgt[t]) || "").startsWith("p = ") ? `; ${c.titles.get(c.tgt[t])}` : "";
-    Align.say(sec, `output word ${t + 1} of ${c.tgt.length}, \u201c${c.tgt[t].textContent}\u201d: looked most at ` +
-      `source word ${k + 1}, \u201c${c.src[k].textContent}\u201d (weight ${row[k].toFixed(3)})${p}`);
+    // "token": a subword model's are pieces ("output word 3 of 20, \u201c\u00b7st\u201d" counted pieces as words)
+    Align.say(sec, `output token ${t + 1} of ${c.tgt.length}, \u201c${c.tgt[t].textContent}\u201d: looked most at ` +
+      `source token ${k + 1}, \u201c${c.src[k].textContent}\u201d (weight ${row[k].toFixed(3)})${p}`);
     sec.dataset.shown = `t${t}`;
   },
   fromSource(sec, s) {
@@ -210,8 +211,8 @@ const Align = {
     c.src[s].classList.add("on");
     Align.mark(sec, ".grid thead th", s + 1);
     if (t >= 0) {
-      Align.say(sec, `source word ${s + 1} of ${c.src.length}, \u201c${c.src[s].textContent}\u201d: looked at most ` +
-        `by output word ${t + 1}, \u201c${c.tgt[t].textContent}\u201d (weight ${col[t].toFixed(3)})`);
+      Align.say(sec, `source token ${s + 1} of ${c.src.length}, \u201c${c.src[s].textContent}\u201d: looked at most ` +
+        `by output token ${t + 1}, \u201c${c.tgt[t].textContent}\u201d (weight ${col[t].toFixed(3)})`);
     }
     sec.dataset.shown = `s${s}`;
   },
