@@ -108,10 +108,13 @@ def test_long_input_and_output_stay_bounded_with_a_note(tmp_path, captured):
     assert size[0] <= BOUND[0] and size[1] <= BOUND[1]
     assert len([ax for ax in captured[0].axes if ax.images]) == 1  # one grid, not three panels
     assert "cells shrunk to fit 70 source x 70 output tokens" in captured[0].get_suptitle()
-    heads = random_weights(2, 8, 50)  # 2 heads + mean, 2 panels across
-    size = png_size(plot_alignment_heads(heads, words("s", 50), words("t", 8), tmp_path / "h.png", title="x"))
+    heads = random_weights(2, 60, 90)  # 2 heads + mean, stacked: shrunk even so
+    size = png_size(plot_alignment_heads(heads, words("s", 90), words("t", 60), tmp_path / "h.png", title="x"))
     assert size[0] <= BOUND[0] and size[1] <= BOUND[1]
-    assert captured[1].get_suptitle().startswith("x\n50 source x 8 output tokens: cells shrunk to fit")
+    assert captured[1].get_suptitle().startswith("x\n90 source x 60 output tokens: cells shrunk to fit")
+    heads = random_weights(2, 8, 50)  # 50 x 8 fits at full size once stacked (two across shrank it)
+    plot_alignment_heads(heads, words("s", 50), words("t", 8), tmp_path / "h2.png", title="x")
+    assert captured[2].get_suptitle() == "x"
 
 
 def test_alignment_shape_mismatch_names_both_shapes(tmp_path):
@@ -246,3 +249,24 @@ def test_a_transformers_heads_are_titled_with_their_layer_as_the_page_counts_it(
         "cross-attention, decoder layer 2 of 3 (--layer 1)",
         "cross-attention, decoder layer 3 of 3 (--layer 2)",
     ]
+
+
+def test_a_long_sources_heads_are_stacked_where_their_cells_are_larger():
+    """A 75-token source's five panels (4 heads and their mean) were laid three across: cells of 0.06 in, the labels
+    2 px high. The arrangement with the largest cells is taken; a short sentence keeps its near-square grid."""
+    from text_attn.translation.plots import _HEAD_CELL_IN, _head_layout
+
+    cols, rows, cell = _head_layout(5, 75, 32)
+    assert (cols, rows) == (1, 5) and cell > 0.1
+    assert _head_layout(5, 8, 7) == (3, 2, _HEAD_CELL_IN)  # at full size: as before
+    assert _head_layout(9, 10, 10) == (3, 3, _HEAD_CELL_IN)
+
+
+def test_a_long_sources_heads_plot_is_tall_not_wide(tmp_path):
+    from text_attn.translation.plots import plot_alignment_heads
+
+    rng = np.random.default_rng(0)
+    w = rng.dirichlet(np.ones(75), size=(4, 32))  # (H, T, S)
+    path = plot_alignment_heads(w, [f"s{i}" for i in range(75)], [f"t{i}" for i in range(32)], tmp_path / "h.png")
+    with Image.open(path) as im:
+        assert im.height > im.width  # stacked: one panel a row

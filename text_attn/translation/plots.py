@@ -183,6 +183,19 @@ def alignment_figure(
     return fig
 
 
+def _head_layout(n_panels: int, n_src: int, n_tgt: int) -> tuple[int, int, float]:
+    """(columns, rows, inches per cell) of the heads' panels: a near-square grid of panels where its cells keep their
+    size, else the arrangement whose cells are largest (a 75-token source's five panels three across had cells of
+    0.06 in, labels 2 px high; stacked in one column, twice that)."""
+    square = math.ceil(math.sqrt(n_panels))
+
+    def cell_of(ncols: int) -> float:
+        return min(_HEAD_CELL_IN, _cell_size(n_src, n_tgt, ncols, math.ceil(n_panels / ncols), (1.2, 1.2)))
+
+    ncols = max(range(1, n_panels + 1), key=lambda c: (round(cell_of(c), 4), -abs(c - square)))
+    return ncols, math.ceil(n_panels / ncols), cell_of(ncols)
+
+
 def plot_alignment_heads(
     weights: Any,
     source_tokens: list[str],
@@ -204,9 +217,7 @@ def plot_alignment_heads(
     if n_heads == 0:
         raise ValueError("weights has no heads (H = 0)")
     panels = [(f"head {h + 1}", w[h]) for h in range(n_heads)] + [("mean", w.mean(axis=0))]
-    ncols = math.ceil(math.sqrt(len(panels)))
-    nrows = math.ceil(len(panels) / ncols)
-    cell = min(_HEAD_CELL_IN, _cell_size(n_src, n_tgt, ncols, nrows, (1.2, 1.2)))
+    ncols, nrows, cell = _head_layout(len(panels), n_src, n_tgt)
     panel_w = max(2.5, cell * n_src + 1.2)
     panel_h = max(2.5, cell * n_tgt + 1.2)
     size = (min(_MAX_W_IN, panel_w * ncols + 1.0), min(_MAX_H_IN, panel_h * nrows))
