@@ -849,6 +849,33 @@ def test_ctrl_c_while_a_batchs_page_is_made_leaves_the_page_and_records_at_the_b
         "continues after them"  # fmt: skip
 
 
+def test_a_ctrl_c_between_a_batchs_page_and_records_waits_for_the_records(capsys, model_file, album, tmp_path,
+                                                                           monkeypatch):  # fmt: skip
+    """A Ctrl-C after the page's sections of a batch and before its records is held until the records are written
+    (the page was a batch ahead of --jsonl)."""
+    import signal
+
+    real, calls = caption_loop.record_line, []
+
+    def signalled(rec):  # the second batch's first record: Ctrl-C (its page sections are written)
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(rec)
+
+    monkeypatch.setattr(caption_loop, "record_line", signalled)
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    page, jsonl = tmp_path / "cap.html", tmp_path / "out.jsonl"
+    try:
+        with pytest.raises(SystemExit) as exc:
+            caption_main([str(album), "--model", str(model_file), *FAST, "--batch-size", "2", "--workers", "0",
+                          "--html", str(page), "--jsonl", str(jsonl)])  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    assert exc.value.code == 130
+    assert len(jsonl.read_text().splitlines()) == 4 and page.read_text().count('<section class="item') == 4
+
+
 def test_ctrl_c_with_loader_workers_removes_the_outputs_lock_files(capsys, model_file, album, monkeypatch):
     """With loader workers the interrupted run leaves by os._exit (caption_loop: no teardown racing the workers), past
     caption_main's release of its outputs: `.cap.html.attention-toolkit.lock` stayed beside the page (a run without

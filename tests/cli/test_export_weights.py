@@ -180,3 +180,6 @@ def test_a_file_given_twice_is_said(caption_model, tmp_path, capsys):
                          "itself)"]  # fmt: skip
     assert caption_export([str(caption_model), str(tmp_path / "y.pt")]) == 0
     assert "given twice" not in capsys.readouterr().err
+    # a bundled name given twice (CHECKPOINT is resolved to its file, the option's name was compared as typed)
+    assert caption_export(["shapes", str(tmp_path / "z.pt"), "--ensemble", "shapes"]) == 0
+    assert "is given twice" in capsys.readouterr().err

@@ -260,6 +260,36 @@ def test_ctrl_c_while_a_batch_is_made_leaves_every_file_at_the_batch_before(mode
     assert last == f"translate: interrupted after 2 input(s) in {out} and {jsonl}"
 
 
+def test_a_ctrl_c_between_a_batchs_writes_waits_for_the_batch(model_file, tmp_path, capsys, monkeypatch):
+    """A Ctrl-C that comes after a batch's --output lines and before its records is held until the batch's records and
+    links are written too (it left --output a batch ahead)."""
+    import os
+    import signal
+
+    real, calls = translate_cli.failing_as, {"n": 0}
+
+    def signalled(what):  # the second batch's records about to be written: Ctrl-C
+        if what.startswith("--jsonl"):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+        return real(what)
+
+    monkeypatch.setattr(translate_cli, "failing_as", signalled)
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n{DE[1]}\n{DE[0]}\n{DE[1]}\n{DE[0]}\n"))
+    out, jsonl, links = tmp_path / "out.txt", tmp_path / "out.jsonl", tmp_path / "links.txt"
+    try:
+        with pytest.raises(SystemExit) as exc:
+            translate_main(["--model", str(model_file), "--batch-size", "2", "--output", str(out), "--jsonl",
+                            str(jsonl), "--alignments", str(links), "--max-len", "3"])  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    assert exc.value.code == 130 and calls["n"] == 2
+    assert [len(p.read_text().splitlines()) for p in (out, jsonl, links)] == [4, 4, 4]
+    assert capsys.readouterr().err.splitlines()[-1] == f"translate: interrupted after 4 input(s) in {out} and {jsonl}"
+
+
 def test_unknown_words_are_named_as_written(model_file, capsys):
     # characters the training text never had: the subword model spells them as byte pieces ("<0xC5>", ...) that
     # its vocabulary does not hold; the note names the word the user wrote

@@ -336,17 +336,21 @@ def export_command(
     if not folder.is_dir():  # likewise, as caption and translate say it of their outputs (a folder is not made)
         fail(prog, f"cannot write {args.output}: " + (f"{folder} is not a folder" if folder.exists() else
                                                       f"the folder {folder} does not exist"))  # fmt: skip
-    if twice := _given_twice(args.input, [v for k in ("average", "ensemble") for v in (extra.get(k) or [])]):
-        print(f"{prog}: note: {twice} is given twice: its weights count twice (an ensemble of it with itself decodes "
-              "as it does, at twice the cost; a mean with itself is itself)", file=sys.stderr)  # fmt: skip
+    # the bundled names resolved as CHECKPOINT's is ("--average transformer" beside "transformer")
+    given = [named(v) if named is not None else v for k in ("average", "ensemble") for v in (extra.get(k) or [])]
+    twice = _given_twice(args.input, given)
     try:
         _refuse_checkpoint_in_place(args.input, args.output)
         line = convert(args.input, args.output, args.half, **extra)
     except ModelFileError as err:
         fail(prog, str(err))
-    except OSError as err:
-        fail(prog, f"cannot write {args.output}: {(getattr(err, 'strerror', None) or one_line(err)).lower()}")
+    except OSError as err:  # the system's reason in lower case, as the other lines give it; a refusal as it is
+        reason = err.strerror.lower() if getattr(err, "strerror", None) else one_line(err)
+        fail(prog, f"cannot write {args.output}: {reason}")
     try:
+        if twice:  # said once the file is written (a refusal is one line)
+            print(f"{prog}: note: {twice} is given twice: its weights count twice (an ensemble of it with itself "
+                  "decodes as it does, at twice the cost; a mean with itself is itself)", file=sys.stderr)  # fmt: skip
         print(line, file=sys.stderr)
     except OSError:  # stderr gone (`2>&1 | true`): the file is written, and there is no one left to tell
         pass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator
 
 
@@ -42,18 +43,31 @@ def sigterm_interrupts() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def interrupts_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held while the block runs (a batch's outputs written together), then raised as they would
-    have been: a Ctrl-C between a batch's --output lines and its records left files that held different inputs. The
-    block must be short (writes, not work): the signal waits for it. Off the main thread: the block as it is."""
+def interrupts_held(patience: float = 1.0) -> Iterator[None]:
+    """Ctrl-C and SIGTERM held while the block runs (a batch's outputs written together), then raised as their
+    handlers raise them (KeyboardInterrupt, Terminated): a Ctrl-C between a batch's --output lines and its records left
+    files that held different inputs. The block must be short (writes, not work). A second signal, or one that comes
+    once the block has run ``patience`` seconds (a write blocked on a reader that stopped reading: held, it hung the
+    command), acts at once, as without the hold; an exception the block raises (a failed write's exit) is not replaced
+    by a held signal. Off the main thread: the block as it is."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     numbers = [n for n in (signal.SIGINT, getattr(signal, "SIGTERM", None)) if n is not None]
     before = {n: signal.getsignal(n) for n in numbers}
     got: list[tuple[int, object]] = []
+    start = time.monotonic()
+
+    def restore() -> None:
+        for n in numbers:
+            if signal.getsignal(n) is hold:
+                signal.signal(n, before[n])
 
     def hold(signum, frame) -> None:
+        if got or time.monotonic() - start > patience:
+            restore()
+            before[signum](signum, frame)  # type: ignore[operator]
+            return
         got.append((signum, frame))
 
     for n in numbers:
@@ -61,10 +75,10 @@ def interrupts_held() -> Iterator[None]:
             signal.signal(n, hold)
     try:
         yield
-    finally:
-        for n in numbers:
-            if signal.getsignal(n) is hold:
-                signal.signal(n, before[n])
-        if got:  # the first one, as its handler takes it (KeyboardInterrupt, Terminated)
-            signum, frame = got[0]
-            before[signum](signum, frame)  # type: ignore[operator]
+    except BaseException:
+        restore()
+        raise
+    restore()
+    if got:  # the first one, as its handler takes it
+        signum, frame = got[0]
+        before[signum](signum, frame)  # type: ignore[operator]
