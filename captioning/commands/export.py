@@ -119,7 +119,7 @@ def read_any(path: str):
     if is_lightning_checkpoint(data) and checkpoint_family(data) not in (None, KIND):  # a text-train one: text-export
         raise ModelFileError(checkpoint_message(path, data, KIND))
     if isinstance(data, dict) and isinstance(data.get("state_dict"), dict) and "hyper_parameters" in data:
-        return model_from_checkpoint(data, path), "checkpoint", lambda half, package, out: []
+        return model_from_checkpoint(data, path), "checkpoint", lambda half, package, out, mean=False: []
     raise ModelFileError(f"{path}: neither a caption-train checkpoint nor a caption model file")
 
 
@@ -132,8 +132,8 @@ def _storage(data: dict, path: str):
 
     from_package = bool(data.get("encoder_weights"))
 
-    def notes(half: bool, package: bool, out: str) -> list[str]:
-        said = [note] if (note := float16_note(data, path, half, out)) else []
+    def notes(half: bool, package: bool, out: str, mean: bool = False) -> list[str]:
+        said = [note] if (note := float16_note(data, path, half, out, mean)) else []
         if from_package and not package:
             said.append(f"{file_name(path)} leaves out its encoder's ImageNet weights (an installed package ships "
                         f"them): {out} stores them (--encoder-from-package leaves them out)")  # fmt: skip
@@ -522,7 +522,7 @@ def export_main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             raise ModelFileError(f"--encoder-from-package: {src}: {one_line(err)}") from None
         # --encoder-of: another model's encoder, not the one the source left out
-        kept = storage(half, encoder_from_package or encoder_of is not None, dst)
+        kept = storage(half, encoder_from_package or encoder_of is not None, dst, bool(average))
         for note in [*kept, _no_check_note(captioner)]:
             if note:
                 print(f"caption-export: note: {note}", file=sys.stderr)

@@ -366,10 +366,10 @@ def wrote_line(out: str | Path, what: str, source: str, parameters: int, half: b
     return f"wrote {out} from {what} {source}: {parameters:,} parameters, {dtype} weights, {shown}"
 
 
-def float16_note(data: Any, source: str, half: bool, out: str | Path) -> str | None:
+def float16_note(data: Any, source: str, half: bool, out: str | Path, mean: bool = False) -> str | None:
     """The note a re-export says where the model file it read (``data``, its contents) stores float16 weights (written
     with --half, as the bundled models are) and ``out`` will not (no ``half``): the same values at twice the size,
-    written silently before."""
+    written silently before; ``mean``: OUT holds a mean of them with others (--average), not the same values."""
     import torch
 
     tensors = data.get("state_dict") if isinstance(data, dict) else None
@@ -377,6 +377,9 @@ def float16_note(data: Any, source: str, half: bool, out: str | Path) -> str | N
         return None
     if not any(isinstance(t, torch.Tensor) and t.dtype == torch.float16 for t in tensors.values()):
         return None
+    if mean:
+        return (f"{file_name(source)} stores float16 weights: {out} holds the mean as float32, twice the size (--half "
+                "keeps float16)")  # fmt: skip
     return (f"{file_name(source)} stores float16 weights: {out} holds them as float32, the same values at twice the "
             "size (--half keeps float16)")  # fmt: skip
 

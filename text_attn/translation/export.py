@@ -238,7 +238,7 @@ def export_main(argv: list[str] | None = None) -> int:
         startup_gc.release()  # the imports and the source are in: the collector as usual (text_attn.core.startup_gc)
         tensors = {(v.data_ptr(), tuple(v.shape)): v for v in content["state_dict"].values()}  # tied weights once
         n = sum(v.numel() for v in tensors.values())
-        source = src  # the file itself; src says what has been made of it
+        source, read = src, content  # the file itself (src says what has been made of it), and what it holds
         if average:
             content = average_sources(content, src, average, weights)
             src = f"{src} averaged with {' '.join(average)}"
@@ -247,7 +247,8 @@ def export_main(argv: list[str] | None = None) -> int:
         if extra or content.get("info"):  # merged over what the input (or the mean) records, its decoding checked
             facts = merged_info(content.get("info") or {}, extra, _target_words(content), info, source)
             content = {**content, "info": facts}
-        note = float16_note(content, source, half, dst) if what == "model file" else None
+        # the file read, not the mean (a float32 mean of --half files said nothing of its doubled size)
+        note = float16_note(read, source, half, dst, mean=bool(average)) if what == "model file" else None
         out = write_model_file(content, dst, half=half, src=src)
         if note:
             print(f"text-export: note: {note}", file=sys.stderr)
