@@ -80,7 +80,7 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
     by_name: dict[str, list[str]] = {}
     lines: dict[str, list[int]] = {}
     seen: set[tuple[str, str]] = set()
-    repeats = []
+    repeats, alike = [], []  # numbered lines again (dropped); unnumbered ones again (kept)
     for n, line in enumerate(text_lines(text), 1):
         if not line.strip() or line.startswith("#"):
             continue
@@ -89,18 +89,22 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
             fail("caption", f"{flag} {path}:{n}: not a name<TAB>caption line")
         if not caption_tokens(caption):
             fail("caption", f"{flag} {path}:{n}: the caption has no words")
-        if (name.strip(), caption.strip()) in seen:  # a file joined twice: each caption counted again (CIDEr-D moved)
-            repeats.append(n)
-            continue
-        seen.add((name.strip(), caption.strip()))
+        line_key = (unicodedata.normalize("NFC", name.strip()), unicodedata.normalize("NFC", caption.strip()))
+        if line_key in seen:  # a file joined twice: each caption counted again (CIDEr-D moved)
+            if _KEY.search(name.strip()):  # the same caption number: a copy, read once
+                repeats.append(n)
+                continue
+            alike.append(n)  # no number: two people may have written the same caption (coco-caption counts both)
+        seen.add(line_key)
         key = unicodedata.normalize("NFC", Path(_KEY.sub("", name.strip())).name)
         by_name.setdefault(key, []).append(caption.strip())
         lines.setdefault(key, []).append(n)
     if not by_name:
         fail("caption", f"{flag} {path}: no name<TAB>caption line in it")
-    if repeats and first_process():  # the same name (#k too) and caption: read once; "#0" and "#1" alike are two
-        print(f"caption: note: {flag} {inert(path)}: {len(repeats)} line(s) repeat an earlier line, its name and "
-              f"caption: read once (the first: line {repeats[0]})", file=sys.stderr)  # fmt: skip
+    for found, how in ((repeats, "read once"), (alike, "each read, as two people's (is the file joined twice?)")):
+        if found and first_process():  # "#0" and "#1" with one caption are two people's: no repeat
+            print(f"caption: note: {flag} {inert(path)}: {len(found)} line(s) repeat an earlier line, its name and "
+                  f"caption: {how} (the first: line {found[0]})", file=sys.stderr)  # fmt: skip
     return by_name, lines
 
 

@@ -103,10 +103,15 @@ def check_resume(jsonl: str | Path, settings: dict[str, Any], say: bool = True) 
     if before is not None:  # the record covers what came after FILE's first records: it carries that on
         settings.update(records_before=before, checked=False)
     if not (said := differences(old, settings)):
-        if say and old.get("options", {}).get(REFERENCES) != settings["options"].get(REFERENCES):
-            print(f"caption: note: --resume: {jsonl}'s records before this run were written with other --references "
-                  "(or none): their \"references\" fields are those; the scores are against this run's for every "
-                  "record", file=sys.stderr)  # fmt: skip
+        was, now = old.get("options", {}).get(REFERENCES), settings["options"].get(REFERENCES)
+        if say and now is not None and was != now:  # without --references now nothing is scored: nothing to say
+            how = (
+                'with other --references: their "references" fields are that file\'s'
+                if was is not None
+                else 'without --references (or before 2026-12-07): they have no "references" field, or another\'s'
+            )
+            print(f"caption: note: --resume: {jsonl}'s records before this run were written {how}; the scores are "
+                  "against this run's for every record", file=sys.stderr)  # fmt: skip
         return None
     which = f"records after its first {before} (which no run record covers)" if before is not None else "records"
     return (f"--resume: {jsonl}'s {which} were made with {'; '.join(said)}: resume with the same model and options, "

@@ -280,6 +280,13 @@ def test_repeated_lines_decomposed_names_shared_names_and_failed_photos(capsys, 
     assert code == 0 and _scores_line(err) == once and "4 photo(s), 8 reference caption(s)" in err
     assert f"caption: note: --references {twice}: 2 line(s) repeat an earlier line, its name and caption: read " \
            "once (the first: line 10)" in err.splitlines()  # fmt: skip
+    # unnumbered lines again: two people's alike captions (kept, as coco-caption counts them), said
+    plain = tmp_path / "plain.tsv"
+    plain.write_text("s0.png\ta red circle\ns0.png\ta red circle\ns1.png\ta blue square\n")
+    code, _, err = _run(capsys, str(folder / "s0.png"), str(folder / "s1.png"), "--references", str(plain))
+    assert code == 0 and "2 photo(s), 3 reference caption(s)" in err
+    assert f"caption: note: --references {plain}: 1 line(s) repeat an earlier line, its name and caption: each " \
+           "read, as two people's (is the file joined twice?) (the first: line 2)" in err.splitlines()  # fmt: skip
     # NFD on disk, NFC in the file
     nfd = tmp_path / "nfd"
     nfd.mkdir()
@@ -319,4 +326,10 @@ def test_a_resume_with_other_references_says_so(capsys, tmp_path, scenes, no_jav
     other.write_text(refs.read_text() + "s0.png#5\tA red square .\n")  # one caption more
     code, _, err = _run(capsys, str(folder / "s2.png"), *again, "--references", str(other))
     assert code == 0 and f"caption: note: --resume: {out_file}'s records before this run were written with other " \
-           "--references (or none)" in err  # fmt: skip
+           "--references: their" in err  # fmt: skip
+    code, _, err = _run(capsys, str(folder / "s3.png"), *again)  # no --references now: nothing scored, nothing said
+    assert code == 0 and "--references" not in err, err
+    fresh = tmp_path / "fresh.jsonl"  # a first run without them, resumed with them
+    _run(capsys, str(folder / "s0.png"), "--jsonl", str(fresh))
+    code, _, err = _run(capsys, str(folder / "s1.png"), "--jsonl", str(fresh), "--resume", "--references", str(refs))
+    assert code == 0 and "records before this run were written without --references" in err, err
