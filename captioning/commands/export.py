@@ -368,14 +368,18 @@ def _apply_hard_inference(captioner, extra: dict, info: str | None, src: str) ->
     """--info's ``"decoding": {"hard_inference": ...}`` set where runs read it, the decoders' settings (as
     benchmarks/tune_caption_decoding.py --write sets it): it was stored in the facts alone, shown by --model-info and
     never used. A soft-attention model has no such choice: refused."""
-    decoding = extra.get("decoding")
-    if not isinstance(decoding, dict) or "hard_inference" not in decoding:
-        return
-    if captioner.model.decoder.cfg.attention != "hard":
+    given = extra.get("decoding")
+    if isinstance(given, dict) and "hard_inference" in given and captioner.model.decoder.cfg.attention != "hard":
         raise ModelFileError(f'--info {info}: its "decoding" sets hard_inference, which a hard-attention model reads; '
                              f"{src} attends softly")  # fmt: skip
-    for decoder in captioner.decoders:
-        decoder.cfg.hard_inference = decoding["hard_inference"]
+    # the decoding the file keeps, --info's or its own: a file an older version wrote with one recorded, never applied,
+    # gets it applied when re-exported
+    decoding = captioner.info.get("decoding")
+    if not isinstance(decoding, dict) or decoding.get("hard_inference") not in ("argmax", "expect"):
+        return
+    if captioner.model.decoder.cfg.attention == "hard":
+        for decoder in captioner.decoders:
+            decoder.cfg.hard_inference = decoding["hard_inference"]
 
 
 def use_encoder_of(captioner, src: str, other: str, source: str = "") -> None:

@@ -146,6 +146,14 @@ def test_a_recorded_hard_inference_is_what_runs_decode_with(caption_model, text_
                (text_model, text_export, "text-export", "a text model has no such setting"))  # fmt: skip
     for model, export, prog, why in refused:
         assert _refused(capsys, export, prog, [model, tmp_path / "x.pt", "--info", info]).endswith(why)
+    # a file an older version wrote: the fact recorded, the decoders' setting not; re-exported, it is applied
+    older = Captioner.load(hard)
+    older.info["decoding"] = {"hard_inference": "expect"}
+    older.save(tmp_path / "older.pt")
+    assert Captioner.load(tmp_path / "older.pt").model.decoder.cfg.hard_inference == "argmax"
+    assert caption_export([str(tmp_path / "older.pt"), str(tmp_path / "again.pt")]) == 0
+    assert Captioner.load(tmp_path / "again.pt").model.decoder.cfg.hard_inference == "expect"
+    capsys.readouterr()
     info.write_text(json.dumps({"decoding": {"hard_inference": "banana"}}))
     said = _refused(capsys, caption_export, "caption-export", [hard, tmp_path / "x.pt", "--info", info])
     assert said.endswith('hard_inference must be argmax or expect, got "banana"')

@@ -394,8 +394,8 @@ def test_average_takes_a_bundled_model_by_name_as_checkpoint_does(run, tmp_path,
     own = load_model_file(model_file, "text-model")["state_dict"]  # the checkpoint's weights, exported: mean = same
     for k, v in data["state_dict"].items():
         torch.testing.assert_close(v, own[k], rtol=0, atol=1e-6, msg=k)
-    # the bundled GRU with the bundled Transformer: the architecture named (it said "its network's attention is
-    # 'bahdanau', multi30k_de_en.pt's None", a setting only one of them has)
+    # the bundled GRU with the bundled Transformer: the architecture named (it named the first setting that differed,
+    # "its network's src_vocab_size is 5319, multi30k_de_en.pt's 7549", as if one setting were off)
     with pytest.raises(SystemExit) as exc:
         export_main(["transformer", "x.pt", "--average", "bahdanau"])
     err = _one_error_line(capsys, exc, "text-export")
