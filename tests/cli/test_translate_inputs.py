@@ -240,7 +240,7 @@ def test_ctrl_c_while_a_batch_is_made_leaves_every_file_at_the_batch_before(mode
     seconds) left the output a batch ahead of the records, links and page. Every output's part is made first and all
     are written together: the files hold the same inputs, said in one line."""
     calls = {"n": 0}
-    real = translate_cli._record_lines
+    real = translate_cli.record_lines
 
     def interrupted(*a, **k):
         calls["n"] += 1
@@ -248,7 +248,7 @@ def test_ctrl_c_while_a_batch_is_made_leaves_every_file_at_the_batch_before(mode
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(translate_cli, "_record_lines", interrupted)
+    monkeypatch.setattr(translate_cli, "record_lines", interrupted)
     monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n{DE[1]}\n{DE[0]}\n{DE[1]}\n{DE[0]}\n"))
     out, jsonl, links = tmp_path / "out.txt", tmp_path / "out.jsonl", tmp_path / "links.txt"
     with pytest.raises(SystemExit) as exc:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import stat
 import sys
@@ -55,6 +54,7 @@ from text_attn.core.unread_options import flags_given
 from text_attn.core.unsure import UNSURE
 from text_attn.core.unsure_options import NAMED, count_unsure, resolve_unsure, unsure_note
 from text_attn.core.vocab import addresses, lost_addresses
+from text_attn.translation.batch_outputs import alignment_line, evidence_of_input, page_sections, record_lines
 from text_attn.translation.bundled import (  # noqa: F401 - names others import
     ASSETS,
     BUNDLED_MODEL,
@@ -71,8 +71,8 @@ from text_attn.translation.reading_cli import (
     read_given,
 )
 from text_attn.translation.references_cli import check_references, keep, score_run
-from text_attn.translation.sentences import MARKS_NOTE, item_marks, laid_out, line_breaks, marks_alone, put_marks
-from text_attn.translation.source_check import LANGUAGES, unseen_words_line
+from text_attn.translation.sentences import item_marks, laid_out, line_breaks, marks_alone, put_marks
+from text_attn.translation.source_check import LANGUAGES
 from text_attn.translation.translate_parser import translate_parser
 from text_attn.translation.translate_resume import (
     InputsRead,
@@ -124,82 +124,6 @@ def _written(args: argparse.Namespace, progress: dict[str, Any]) -> str:
                          enumerate(held.items()))  # fmt: skip
     count = next(iter(held.values()), done)
     return f"{count} input(s)" + (f" in {' and '.join(held)}" if held else "")
-
-
-def _record_lines(translator, args, progress, chunk, by_number, typed_lines, errors, readings, blank) -> str:
-    """--jsonl: the chunk's records (text_attn.translation.records.input_record), one a line in input order, each
-    input's line as typed taken out of ``typed_lines``; ``readings``: by translated input's number, its readings best
-    first (--given, --given-file; empty without); ``blank``: its blank lines (nothing translated, no
-    error: records.empty_record)."""
-    from text_attn.translation.records import empty_record, input_record
-
-    lines = []
-    # --evidence: computed once, kept for the --alignments by evidence, --html and --plot that take it after
-    later = (args.align_by == "evidence" and args.alignments) or args.html or args.plot
-    for n, _ in chunk:
-        typed = typed_lines.pop(n, "")
-        if n in blank:
-            record = {"input": n} | empty_record(typed)
-            if blank[n]:  # marks alone: written as typed
-                record |= {"translation": blank[n], "laid_out": blank[n], "note": MARKS_NOTE}
-        elif n not in by_number:
-            record = input_record(translator, n, typed, error=errors.get(n, "not translated"))
-        else:
-            tr = by_number[n]
-            found = None
-            if args.evidence and tr.attention is not None and tr.tokens:
-                found = _evidence(translator, tr, progress, n, keep=bool(later))
-            below = UNSURE if args.unsure is None else args.unsure  # a reading's unsure words: at 0.1 unless given
-            record = input_record(translator, n, typed, tr, keep_case=args.keep_case, below=below,
-                                  ranked=readings.get(n), evidence=found, n_best=args.n_best_given)  # fmt: skip
-        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
-    return "".join(lines)
-
-
-def _page_sections(translator, args, progress, chunk, good, outs, by_number, blank, errors, flagged, unseen,
-                   readings_of) -> list[str]:  # fmt: skip
-    """--html: the chunk's sections, in input order, a failed input's in its place (as its empty output line); a
-    blank input has none (its blank line in the output keeps its place)."""
-    from text_attn.translation.alignment_page import failed_section, report_attention, sentence_section
-
-    drawn = dict(zip((n for n, _ in good), report_attention(translator, outs), strict=True))
-    sections = []
-    for n, _ in chunk:
-        if n in blank:
-            continue
-        if n not in by_number:
-            sections.append(failed_section(n, errors.get(n, "not translated")))
-            continue
-        tr = by_number[n]
-        found = _evidence(translator, tr, progress, n, keep=bool(args.plot)) if args.evidence else None
-        note = translator.note() if n in flagged else unseen_words_line(unseen.get(n))
-        sections.append(sentence_section(n, tr, drawn[n], note, found, translator.source_lang, args.unsure,
-                                         readings=readings_of.get(n, ())))  # fmt: skip
-    return sections
-
-
-def _evidence(translator, tr, progress: dict[str, Any], n: int, keep: bool = False):
-    """Input ``n``'s text_attn.translation.explain.Evidence, computed once for --html and --plot (``keep``: kept in
-    ``progress['evidence']`` until --plot draws that batch's pictures, after --html's sections, and takes it)."""
-    from text_attn.translation.explain import evidence_of
-
-    kept = progress.setdefault("evidence", {})
-    found = kept.pop(n, None) or evidence_of(translator, tr)  # a line of several sentences: each one's, joined
-    if keep:
-        kept[n] = found
-    return found
-
-
-def _alignment_line(translator, args: argparse.Namespace, progress: dict[str, Any], n: int, tr) -> str:
-    """Input ``n``'s --alignments line: links by attention, or by evidence (--align-by; computed once: kept for
-    --html and --plot when --evidence draws it too)."""
-    from text_attn.translation.alignments import as_typed, links, pharaoh
-
-    rows = None
-    if args.align_by == "evidence":
-        later = args.evidence and (args.html or args.plot)  # --evidence draws it after: kept for them
-        rows = _evidence(translator, tr, progress, n, keep=bool(later)).evidence  # (T, S + 1)
-    return pharaoh(as_typed(translator, tr, links(translator, tr, rows))) + "\n"  # words as written: markers too
 
 
 # --model-info of a word model from before 2026-12-02 (text_attn.core.vocab.marks_split_off)
@@ -333,25 +257,25 @@ def _translate_stream(
         # every output's part of the chunk made first (records, links, the page's sections: the evidence they take is
         # computed here), then written together with Ctrl-C held: a Ctrl-C while the records were made left --output
         # holding inputs the records, links and page did not
-        record_lines = None
+        record_text = None
         if records is not None:  # a record per input, a failed one's with its error, in input order
-            record_lines = _record_lines(translator, args, progress, chunk, by_number, typed_lines, errors, readings_of,
-                                         blank)  # fmt: skip
+            record_text = record_lines(translator, args, progress, chunk, by_number, typed_lines, errors, readings_of,
+                                       blank)  # fmt: skip
         align_lines = None
         if align is not None:  # a line per input, an empty one for a failed input: line N stays input N
-            align_lines = "".join(_alignment_line(translator, args, progress, n, by_number[n]) if n in by_number
+            align_lines = "".join(alignment_line(translator, args, progress, n, by_number[n]) if n in by_number
                                   else "\n" for n, _ in chunk)  # fmt: skip
         flagged = set(unlike)  # this chunk's inputs unlike the training text (count empties the list)
-        sections = _page_sections(translator, args, progress, chunk, good, outs, by_number, blank, errors, flagged,
+        sections = page_sections(translator, args, progress, chunk, good, outs, by_number, blank, errors, flagged,
                                   unseen, readings_of) if report is not None else []  # fmt: skip
         with interrupts_held():
             with failing_as(f"--output {args.output}" if args.output else "stdout"):
                 out.write(written)
                 out.flush()
             progress["ahead"] = len(chunk)  # --output holds this chunk; the others may not yet (an error after it)
-            if record_lines is not None:
+            if record_text is not None:
                 with failing_as("stdout" if args.jsonl == "-" else f"--jsonl {args.jsonl}"):
-                    records.write(record_lines)
+                    records.write(record_text)
                     records.flush()
             if align_lines is not None:
                 with failing_as(f"--alignments {args.alignments}"):
@@ -1157,7 +1081,7 @@ def _plot_writer(translator, args: argparse.Namespace, progress: dict[str, Any])
         return None
     from text_attn.translation.plot_files import PlotWriter
 
-    evidence = (lambda n, tr: _evidence(translator, tr, progress, n)) if args.evidence else None
+    evidence = (lambda n, tr: evidence_of_input(translator, tr, progress, n)) if args.evidence else None
     return PlotWriter(args.plot, translator.net, evidence)
 
 
