@@ -121,6 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+MAX_THREADS = 1024  # torch threads a worker may be given (--threads 20000 failed to start, 100000 crashed it)
+
+
 def _check(args: argparse.Namespace) -> None:
     if args.host == "localhost":
         args.host = "127.0.0.1"
@@ -137,6 +140,16 @@ def _check(args: argparse.Namespace) -> None:
     for name in ("batch_timeout", "grace", "max_restarts"):
         if getattr(args, name) < 0:
             fail("attention-serve", f"--{name.replace('_', '-')} must be 0 or more, got {getattr(args, name)}")
+    # values that pass "more than 0" and leave a server that answers nothing: every upload refused at "at most 0.0
+    # KiB", every request timed out
+    least_of = (("max_upload_mb", 0.001, " (1 KB)"), ("read_timeout", 0.01, " s"), ("timeout", 0.01, " s"))
+    for name, least, unit in least_of:
+        if least > getattr(args, name) > 0:
+            fail("attention-serve", f"--{name.replace('_', '-')} must be at least {least:g}{unit}, got "
+                 f"{getattr(args, name):g}")  # fmt: skip
+    if args.batch_timeout >= args.timeout:  # LitServe refused it in a traceback once the start was under way
+        fail("attention-serve", f"--batch-timeout {args.batch_timeout:g} must be less than --timeout {args.timeout:g} "
+             "(a batch would wait longer than its requests may)")  # fmt: skip
     # what one request may ask of a translation worker, sized to the time it may take (limits.check_work)
     if args.max_search is None:
         args.max_search = max(1, round(SEARCH_AT_120 * args.timeout / 120))
@@ -144,6 +157,9 @@ def _check(args: argparse.Namespace) -> None:
         args.max_evidence = max(1, round(EVIDENCE_AT_120 * args.timeout / 120))
     if args.threads is not None and args.threads < 1:
         fail("attention-serve", f"--threads must be at least 1, got {args.threads}")
+    if args.threads is not None and args.threads > MAX_THREADS:  # 100000 crashed the worker (SIGSEGV), 20000 too
+        fail("attention-serve", f"--threads must be at most {MAX_THREADS}, got {args.threads} (this machine has "
+             f"{os.cpu_count()} cores)")  # fmt: skip
     if args.devices != "auto" and not (args.devices.isdigit() and int(args.devices) > 0):
         fail("attention-serve", f"--devices takes a number of GPUs or auto, got {args.devices!r}")
     if args.devices != "auto" and args.accelerator == "cpu":  # LitServe runs one CPU device whatever it is told
@@ -157,7 +173,16 @@ def _check(args: argparse.Namespace) -> None:
     if args.text_ensemble and args.text_model == "none":
         fail("attention-serve", "--text-ensemble translates with --text-model: give a text model, not none")
     typed_key = bool(args.api_key)
-    args.api_key = args.api_key or os.environ.get("ATTENTION_SERVE_API_KEY") or None
+    if args.api_key == "":  # --api-key "$KEY" with KEY unset: it was an open server, unsaid
+        fail("attention-serve", "--api-key is empty: give the key (or leave the option out for a server without one)")
+    variable = os.environ.get("ATTENTION_SERVE_API_KEY")
+    args.api_key = args.api_key or variable or None
+    if args.api_key is not None and (args.api_key != args.api_key.strip() or not args.api_key.isprintable()):
+        # a key read from a file with its line end: no client can send it (HTTP strips a header value's spaces), so
+        # every request got 401
+        where = "--api-key" if typed_key else "$ATTENTION_SERVE_API_KEY"
+        fail("attention-serve", f"{where}: the key has spaces or control characters at its ends or in it (a line end "
+             "read with it?), which no client can send in a header: give it without them")  # fmt: skip
     args.allowed_hosts = _allowed_hosts(args.host, args.allowed_host)
     from attention_serve.models import check_files, ensemble_files
     from text_attn.core.modelfile import ModelFileError
@@ -175,6 +200,9 @@ def _check(args: argparse.Namespace) -> None:
         fail("attention-serve", f"cannot listen on {args.host}:{args.port}: {err.strerror or one_line(err)}")
     if args.accelerator == "cuda":
         _check_gpus(args.devices)
+    if variable == "" and not typed_key:  # set but empty: a key was meant, and the server requires none
+        print("attention-serve: note: $ATTENTION_SERVE_API_KEY is set but empty: no key is required", file=sys.stderr,
+              flush=True)  # fmt: skip
     if typed_key:  # once the options are good (a refusal stays one line), where the one who typed it sees it
         print("attention-serve: note: --api-key puts the key in the process list, readable by every local user; "
               "give it as $ATTENTION_SERVE_API_KEY instead", file=sys.stderr, flush=True)  # fmt: skip
@@ -299,6 +327,8 @@ def _stop_gracefully(server, grace: float) -> dict:
 
     def stop(signum, frame):
         if os.getpid() != main:  # an HTTP process (forked with this handler) re-raising the signal once it is done
+            if signum == HANGUP:  # the group's hangup (a closed terminal): the main process stops it, as on SIGTERM
+                return
             # uvicorn has answered what it held: leave at once. SystemExit raised here reached uvicorn's lifespan task
             # as a cancellation, which it logged as a 40-line traceback when Ctrl-C reached this process too (a race)
             flush_quietly(sys.stdout, sys.stderr)
@@ -306,7 +336,7 @@ def _stop_gracefully(server, grace: float) -> dict:
         if stopping:
             return
         stopping.append(signum)
-        print("attention-serve: stopping: answering the requests in flight", file=sys.stderr, flush=True)
+        _say("attention-serve: stopping: answering the requests in flight")
         server.stop_supervising()  # no worker is replaced from now on (one being started is stopped with the rest)
         front = [p for p in multiprocessing.active_children() if p.name.startswith("LitServer-")]
         for p in front:
@@ -319,7 +349,34 @@ def _stop_gracefully(server, grace: float) -> dict:
         logging.getLogger("litserve.server").setLevel(logging.CRITICAL)
         raise KeyboardInterrupt
 
-    return {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}  # the ones replaced
+    return {number: signal.signal(number, stop) for number in STOPS}  # the ones replaced
+
+
+# the signals that stop the server: a service manager's (SIGTERM), Ctrl-C, and a closed terminal's hangup (it ended the
+# main process and every helper at once, the requests in flight unanswered, a /tmp/pymp-* folder left)
+HANGUP = getattr(signal, "SIGHUP", None)
+STOPS = tuple(n for n in (signal.SIGTERM, signal.SIGINT, HANGUP) if n is not None)
+
+
+def _say(line: str) -> None:
+    """A line on stderr, where a terminal may have gone (a hangup's): not said then, and the stop goes on."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _stop_at_start() -> tuple[list[int], dict]:
+    """Until the server's own stop is set (:func:`_stop_gracefully`), SIGTERM and a hangup end the start as Ctrl-C
+    does, with "stopped" and exit 0 (they ended it silently with 143 and left a /tmp/pymp-* folder): (the signals
+    seen, the handlers replaced)."""
+    seen: list[int] = []
+
+    def stop(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    return seen, {n: signal.signal(n, stop) for n in STOPS if n != signal.SIGINT}
 
 
 def serve_main(argv: list[str] | None = None) -> int:
@@ -333,8 +390,16 @@ def serve_main(argv: list[str] | None = None) -> int:
         fail("attention-serve", str(err))
     if moved:
         print(f"attention-serve: note: {moved}", file=sys.stderr, flush=True)
-    # first, so that the template's imports run beside build_server's imports and model loads (worker_start.py)
-    server, caption, text = build_server(args, start_worker_template())
+    seen, before = _stop_at_start()
+    try:
+        # first, so that the template's imports run beside build_server's imports and model loads (worker_start.py)
+        server, caption, text = build_server(args, start_worker_template())
+    except KeyboardInterrupt:
+        _restore(before)
+        if not seen:  # Ctrl-C: "interrupted", exit code 130, as before
+            raise
+        _say("attention-serve: stopped")
+        return 0
 
     if args.devices != "auto" and server.devices == ["cpu"]:  # --accelerator auto found no GPU
         print(f"attention-serve: note: no GPU found: --devices {args.devices} is ignored, the models run on the CPU",
@@ -355,8 +420,12 @@ def serve_main(argv: list[str] | None = None) -> int:
     try:
         return _serve(server, args)
     finally:  # a caller in this process (a test, a notebook) gets its own handlers back, not a dead server's stop
-        for number, handler in replaced.items():
-            signal.signal(number, handler)
+        _restore({**replaced, **before})
+
+
+def _restore(handlers: dict) -> None:
+    for number, handler in handlers.items():
+        signal.signal(number, handler)
 
 
 def _serve(server, args: argparse.Namespace) -> int:
@@ -378,12 +447,12 @@ def _serve(server, args: argparse.Namespace) -> int:
         print(f"attention-serve: stopped (exit 1): {err}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:  # a stop while the models loaded: nothing was served; the workers are ended likewise
-        print("attention-serve: stopped", file=sys.stderr, flush=True)
+        _say("attention-serve: stopped")
         return 0
     if server.gave_up is not None:  # its line is in the log already (workers.py)
-        print("attention-serve: stopped (exit 1)", file=sys.stderr, flush=True)
+        _say("attention-serve: stopped (exit 1)")
         return 1
-    print("attention-serve: stopped", file=sys.stderr, flush=True)
+    _say("attention-serve: stopped")
     return 0
 
 

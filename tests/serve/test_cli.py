@@ -63,6 +63,15 @@ def test_device_is_the_accelerators_other_name_and_no_option_is_abbreviated(caps
         (["--devices", "2", "--accelerator", "cpu"], "--devices 2 counts GPUs: with --accelerator cpu"),  # was ignored
         (["--max-search", "0"], "--max-search must be more than 0"),
         (["--max-evidence", "-5"], "--max-evidence must be more than 0"),
+        # a traceback from LitServe once the start was under way
+        (["--batch-timeout", "200"], "--batch-timeout 200 must be less than --timeout 120"),
+        # taken, then a server that answered nothing: every upload "at most 0.0 KiB", every request timed out
+        (["--max-upload-mb", "1e-7"], "--max-upload-mb must be at least 0.001 (1 KB), got 1e-07"),
+        (["--timeout", "1e-9"], "--timeout must be at least 0.01 s, got 1e-09"),
+        (["--read-timeout", "1e-9"], "--read-timeout must be at least 0.01 s, got 1e-09"),
+        (["--threads", "100000"], "--threads must be at most 1024, got 100000"),  # the worker crashed (SIGSEGV)
+        (["--api-key", ""], "--api-key is empty: give the key"),  # "$KEY" unset: it was an open server, unsaid
+        (["--api-key", "abc\n"], "--api-key: the key has spaces or control characters"),  # every request got 401
     ],
 )
 def test_a_bad_option_is_one_line(argv, says, capsys):
@@ -159,15 +168,55 @@ def test_serve_main_gives_a_callers_signal_handlers_back(monkeypatch, capsys):
     monkeypatch.setattr(worker_start, "start_worker_template", lambda: None)
     monkeypatch.setattr(cli, "build_server", lambda args, template: (Ended(), None, None))
     before = {n: signal.signal(n, h) for n, h in ((signal.SIGTERM, signal.SIG_DFL),
-                                                   (signal.SIGINT, signal.default_int_handler))}  # fmt: skip
+                                                   (signal.SIGINT, signal.default_int_handler),
+                                                   (signal.SIGHUP, signal.SIG_DFL))}  # fmt: skip
     try:
         assert serve_main(["--port", str(_free_port())]) == 0
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
     finally:
         for n, h in before.items():
             signal.signal(n, h)
     assert capsys.readouterr().err.strip().splitlines()[-1] == "attention-serve: stopped"
+
+
+def test_a_stop_while_the_models_load_is_said_and_exits_0(monkeypatch, capsys):
+    """SIGTERM (or a hangup) before the server's own stop was set ended it silently with 143, a /tmp/pymp-* folder
+    left; it is a stop as later ones are: "stopped", exit 0, the caller's handlers given back."""
+    import os
+    import signal
+    import threading
+
+    import attention_serve.cli as cli
+    import attention_serve.worker_start as worker_start
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("handlers are set on the main thread only")
+
+    def loading(args, template):  # a signal while the models load
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("not reached: the stop raises first")
+
+    monkeypatch.setattr(worker_start, "start_worker_template", lambda: None)
+    monkeypatch.setattr(cli, "build_server", loading)
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        assert serve_main(["--port", str(_free_port())]) == 0
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "attention-serve: stopped"
+
+
+def test_an_empty_key_variable_is_said(monkeypatch, capsys):
+    import attention_serve.cli as cli
+
+    monkeypatch.setenv("ATTENTION_SERVE_API_KEY", "")
+    args = cli._parser().parse_args(["--port", str(_free_port()), "--caption-model", "shapes", "--text-model", "none"])
+    cli._check(args)
+    assert args.api_key is None
+    assert "$ATTENTION_SERVE_API_KEY is set but empty: no key is required" in capsys.readouterr().err
 
 
 def _free_port() -> int:

@@ -86,11 +86,12 @@ def _left(group: int) -> list[str]:
     return [pid for pid in group_pids(group) if running(pid)]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_to_the_whole_group_answers_the_requests_in_flight(serve, sig):
     """SIGTERM to the group (systemd's default, ``kill -- -PGID``) killed the workers and LitServe's manager: every
     request in flight got a plain-text 500 after --grace and the supervisor thread a traceback. Now it is answered as
-    Ctrl-C's SIGINT to the group is."""
+    Ctrl-C's SIGINT to the group is; and so is a closed terminal's hangup (SIGHUP ended every process at once, the
+    requests unanswered, nothing said)."""
     server = serve()
     answers, threads = _asking(server, 4)
     time.sleep(0.7)  # taken by the worker, which sleeps 1.5 s before it translates
@@ -217,3 +218,27 @@ def _connects(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+@pytest.mark.parametrize(("sig", "said", "code"), [(signal.SIGINT, "interrupted", 130), (signal.SIGTERM, "stopped", 0)])
+def test_a_stop_in_the_first_seconds_is_one_line(models, tmp_path, sig, said, code):
+    """Ctrl-C while the workers' template imported torch printed its 30-line KeyboardInterrupt traceback beside
+    "interrupted" (in_template.py ignores SIGINT for those imports); SIGTERM before the server's own stop was set ended
+    it silently with 143, a /tmp/pymp-* folder left. Sent to the whole group 1.2 s in, as a terminal's Ctrl-C is."""
+    cmd = [sys.executable, SCRIPT, "--caption-model", "none", "--text-model", str(models["text"]), "--port",
+           str(free_port())]  # fmt: skip
+    log = tmp_path / "early.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                                env={**os.environ, "SERVE_SLOW": "0"})  # fmt: skip
+        try:
+            time.sleep(1.2)
+            os.killpg(proc.pid, sig)
+            got = proc.wait(timeout=60)
+        finally:
+            _end_group(proc.pid)
+    text = log.read_text()
+    assert "Traceback" not in text, text
+    if "serving" not in text:  # stopped before it served (a slow machine may serve first: then as a stop while serving)
+        lines = text.strip().splitlines()  # (the script's name leads Ctrl-C's line: faulty_serve.py)
+        assert got == code and len(lines) == 1 and lines[0].endswith(f": {said}"), (got, text)
