@@ -197,7 +197,7 @@ def _check(args: argparse.Namespace) -> None:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind((args.host, args.port))
     except OSError as err:
-        fail("attention-serve", f"cannot listen on {args.host}:{args.port}: {err.strerror or one_line(err)}")
+        fail("attention-serve", f"cannot listen on {_address(args.host, args.port)}: {err.strerror or one_line(err)}")
     if args.accelerator == "cuda":
         _check_gpus(args.devices)
     if variable == "" and not typed_key:  # set but empty: a key was meant, and the server requires none
@@ -206,6 +206,11 @@ def _check(args: argparse.Namespace) -> None:
     if typed_key:  # once the options are good (a refusal stays one line), where the one who typed it sees it
         print("attention-serve: note: --api-key puts the key in the process list, readable by every local user; "
               "give it as $ATTENTION_SERVE_API_KEY instead", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _address(host: str, port: int) -> str:
+    """host:port as an address is written: an IPv6 host in brackets (":::8203" read as nothing)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _allowed_hosts(host: str, names: list[str]) -> frozenset[str] | None:
@@ -441,8 +446,8 @@ def _serve(server, args: argparse.Namespace) -> int:
         server.run(host=args.host, port=args.port, num_api_servers=1, log_level=args.log_level,
                    generate_client_file=False, access_log=False)  # fmt: skip
     except PortTaken as err:  # its workers ended by LitServe's shutdown; nothing was served
-        fail("attention-serve", f"cannot listen on {args.host}:{args.port}: {err.strerror} (another process took "
-             "the port while the models loaded)")  # fmt: skip
+        fail("attention-serve", f"cannot listen on {_address(args.host, args.port)}: {err.strerror} (another process "
+             "took the port while the models loaded)")  # fmt: skip
     except StartFailed as err:  # its workers and LitServe's manager are ended (workers.SupervisedServer)
         print(f"attention-serve: stopped (exit 1): {err}", file=sys.stderr, flush=True)
         return 1

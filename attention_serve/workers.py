@@ -354,7 +354,8 @@ class SupervisedServer(ls.LitServer):
             deaths.popleft()
         if len(deaths) > self.max_restarts:
             self.gave_up = (
-                f"the {slot.model} model's worker stopped {len(deaths)} times within {RESTART_WINDOW:g} s "
+                f"the {slot.model} model's worker stopped {len(deaths)} time{'s' if len(deaths) != 1 else ''} within "
+                f"{RESTART_WINDOW:g} s "
                 f"(last: {how}); giving up (--max-restarts {self.max_restarts})"
             )
             log(self.gave_up)

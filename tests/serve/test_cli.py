@@ -125,6 +125,26 @@ def test_a_port_in_use_is_one_line(capsys):
         s.listen()
         port = s.getsockname()[1]
         assert f"cannot listen on 127.0.0.1:{port}" in _refused(["--port", str(port)], capsys)
+    if not socket.has_ipv6:
+        return
+    with socket.socket(socket.AF_INET6) as s:  # an IPv6 address in brackets (":::8203" read as nothing)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        s.bind(("::", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert f"cannot listen on [::]:{port}: " in _refused(["--host", "::", "--port", str(port)], capsys)
+
+
+def test_a_model_path_that_is_no_file_is_named_so(tmp_path, capsys):
+    """A folder or a FIFO given as a model said "no such model file", though it is there."""
+    import os
+
+    (tmp_path / "dir.pt").mkdir()
+    os.mkfifo(tmp_path / "fifo.pt")
+    said = _refused(["--caption-model", str(tmp_path / "dir.pt")], capsys)
+    assert said.endswith(f"--caption-model {tmp_path / 'dir.pt'}: a folder, not a model file"), said
+    said = _refused(["--text-model", str(tmp_path / "fifo.pt")], capsys)
+    assert said.endswith("not a regular file (a FIFO, device or socket), not a model file"), said
 
 
 def test_a_port_taken_while_the_models_loaded_is_refused_not_waited_on():
