@@ -409,12 +409,19 @@ def serve_main(argv: list[str] | None = None) -> int:
     if args.devices != "auto" and server.devices == ["cpu"]:  # --accelerator auto found no GPU
         print(f"attention-serve: note: no GPU found: --devices {args.devices} is ignored, the models run on the CPU",
               file=sys.stderr, flush=True)  # fmt: skip
-    shown = "localhost" if args.host == "127.0.0.1" else f"[{args.host}]" if ":" in args.host else args.host  # IPv6
+    # every address (0.0.0.0, ::): the address to open here, and the machine's name for others ("http://0.0.0.0:8000/"
+    # opens nothing); IPv6 in brackets
+    every = args.host in ("0.0.0.0", "::")
+    shown = "localhost" if args.host == "127.0.0.1" or every else f"[{args.host}]" if ":" in args.host else args.host
+    if every:
+        shown_also = f" (from other machines: http://{socket.gethostname()}:{args.port}/)"
+    else:
+        shown_also = ""
     names = " and ".join(f"{what} {m.name}" for what, m in (("captioner", caption), ("translator", text)) if m)
 
     def serving() -> None:  # once the port takes connections (the models loaded): a client may start now
-        print(f"attention-serve: serving the {names} at http://{shown}:{args.port}/ (the API: /openapi.json)",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(f"attention-serve: serving the {names} at http://{shown}:{args.port}/{shown_also} (the API: "
+              "/openapi.json)", file=sys.stderr, flush=True)  # fmt: skip
         if args.host not in LOOPBACK and not args.api_key:
             print(f"attention-serve: note: listening on {args.host}, reachable from other machines, with no "
                   "authentication: anyone who can reach it can use it (set $ATTENTION_SERVE_API_KEY to require a key)",

@@ -201,6 +201,41 @@ def test_serve_main_gives_a_callers_signal_handlers_back(monkeypatch, capsys):
     assert capsys.readouterr().err.strip().splitlines()[-1] == "attention-serve: stopped"
 
 
+def test_a_server_on_every_address_names_addresses_to_open(monkeypatch, capsys):
+    """--host 0.0.0.0 printed "serving ... at http://0.0.0.0:8000/", an address that opens nothing: the local one,
+    and the machine's name for other machines."""
+    import signal
+    import socket as sockets
+    import threading
+
+    import attention_serve.cli as cli
+    import attention_serve.worker_start as worker_start
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("handlers are set on the main thread only")
+
+    class Serving:
+        devices, gave_up, on_serving = ["cpu"], None, None
+
+        def run(self, **kwargs):
+            self.on_serving()
+
+    class Named:
+        name = "m.pt"
+
+    monkeypatch.setattr(worker_start, "start_worker_template", lambda: None)
+    monkeypatch.setattr(cli, "build_server", lambda args, template: (Serving(), None, Named()))
+    port = _free_port()
+    saved = {n: signal.getsignal(n) for n in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        assert serve_main(["--host", "0.0.0.0", "--port", str(port)]) == 0
+    finally:
+        for n, h in saved.items():
+            signal.signal(n, h)
+    line = next(x for x in capsys.readouterr().err.splitlines() if "serving the" in x)
+    assert f"at http://localhost:{port}/ (from other machines: http://{sockets.gethostname()}:{port}/)" in line
+
+
 def test_a_stop_while_the_models_load_is_said_and_exits_0(monkeypatch, capsys):
     """SIGTERM (or a hangup) before the server's own stop was set ended it silently with 143, a /tmp/pymp-* folder
     left; it is a stop as later ones are: "stopped", exit 0, the caller's handlers given back."""
