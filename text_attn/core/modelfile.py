@@ -344,9 +344,8 @@ def export_command(
         line = convert(args.input, args.output, args.half, **extra)
     except ModelFileError as err:
         fail(prog, str(err))
-    except OSError as err:  # the system's reason in lower case, as the other lines give it; a refusal as it is
-        reason = err.strerror.lower() if getattr(err, "strerror", None) else one_line(err)
-        fail(prog, f"cannot write {args.output}: {reason}")
+    except OSError as err:
+        fail(prog, f"cannot write {args.output}: {getattr(err, 'strerror', None) or one_line(err)}")
     try:
         if twice:  # said once the file is written (a refusal is one line)
             print(f"{prog}: note: {twice} is given twice: its weights count twice (an ensemble of it with itself "
