@@ -147,8 +147,8 @@ def _check(args: argparse.Namespace) -> None:
         if least > getattr(args, name) > 0:
             fail("attention-serve", f"--{name.replace('_', '-')} must be at least {least:g}{unit}, got "
                  f"{getattr(args, name):g}")  # fmt: skip
-    if args.batch_timeout >= args.timeout:  # LitServe refused it in a traceback once the start was under way
-        fail("attention-serve", f"--batch-timeout {args.batch_timeout:g} must be less than --timeout {args.timeout:g} "
+    if args.batch_timeout > args.timeout:  # LitServe refused it in a traceback once the start was under way
+        fail("attention-serve", f"--batch-timeout {args.batch_timeout:g} must be at most --timeout {args.timeout:g} "
              "(a batch would wait longer than its requests may)")  # fmt: skip
     # what one request may ask of a translation worker, sized to the time it may take (limits.check_work)
     if args.max_search is None:
@@ -157,8 +157,9 @@ def _check(args: argparse.Namespace) -> None:
         args.max_evidence = max(1, round(EVIDENCE_AT_120 * args.timeout / 120))
     if args.threads is not None and args.threads < 1:
         fail("attention-serve", f"--threads must be at least 1, got {args.threads}")
-    if args.threads is not None and args.threads > MAX_THREADS:  # 100000 crashed the worker (SIGSEGV), 20000 too
-        fail("attention-serve", f"--threads must be at most {MAX_THREADS}, got {args.threads} (this machine has "
+    most = max(MAX_THREADS, os.cpu_count() or 1)  # a machine of more cores may use them all
+    if args.threads is not None and args.threads > most:  # 100000 crashed the worker (SIGSEGV), 20000 too
+        fail("attention-serve", f"--threads must be at most {most}, got {args.threads} (this machine has "
              f"{os.cpu_count()} cores)")  # fmt: skip
     if args.devices != "auto" and not (args.devices.isdigit() and int(args.devices) > 0):
         fail("attention-serve", f"--devices takes a number of GPUs or auto, got {args.devices!r}")
@@ -177,12 +178,12 @@ def _check(args: argparse.Namespace) -> None:
         fail("attention-serve", "--api-key is empty: give the key (or leave the option out for a server without one)")
     variable = os.environ.get("ATTENTION_SERVE_API_KEY")
     args.api_key = args.api_key or variable or None
-    if args.api_key is not None and (args.api_key != args.api_key.strip() or not args.api_key.isprintable()):
+    if args.api_key is not None and (args.api_key != args.api_key.strip() or _has_control(args.api_key)):
         # a key read from a file with its line end: no client can send it (HTTP strips a header value's spaces), so
         # every request got 401
         where = "--api-key" if typed_key else "$ATTENTION_SERVE_API_KEY"
-        fail("attention-serve", f"{where}: the key has spaces or control characters at its ends or in it (a line end "
-             "read with it?), which no client can send in a header: give it without them")  # fmt: skip
+        fail("attention-serve", f"{where}: the key has spaces at its ends or control characters (a line end read with "
+             "it?), which no client can send in a header: give it without them")  # fmt: skip
     args.allowed_hosts = _allowed_hosts(args.host, args.allowed_host)
     from attention_serve.models import check_files, ensemble_files
     from text_attn.core.modelfile import ModelFileError
@@ -206,6 +207,13 @@ def _check(args: argparse.Namespace) -> None:
     if typed_key:  # once the options are good (a refusal stays one line), where the one who typed it sees it
         print("attention-serve: note: --api-key puts the key in the process list, readable by every local user; "
               "give it as $ATTENTION_SERVE_API_KEY instead", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _has_control(text: str) -> bool:
+    """Whether ``text`` holds a control character (a line end, a tab): inner spaces are sent whole in a header."""
+    import unicodedata
+
+    return any(unicodedata.category(c) == "Cc" for c in text)
 
 
 def _address(host: str, port: int) -> str:
@@ -354,13 +362,19 @@ def _stop_gracefully(server, grace: float) -> dict:
         logging.getLogger("litserve.server").setLevel(logging.CRITICAL)
         raise KeyboardInterrupt
 
-    return {number: signal.signal(number, stop) for number in STOPS}  # the ones replaced
+    return {number: signal.signal(number, stop) for number in _stops()}  # the ones replaced
 
 
 # the signals that stop the server: a service manager's (SIGTERM), Ctrl-C, and a closed terminal's hangup (it ended the
 # main process and every helper at once, the requests in flight unanswered, a /tmp/pymp-* folder left)
 HANGUP = getattr(signal, "SIGHUP", None)
-STOPS = tuple(n for n in (signal.SIGTERM, signal.SIGINT, HANGUP) if n is not None)
+
+
+def _stops() -> list[int]:
+    """SIGTERM, SIGINT, and the hangup unless it is ignored: ``nohup attention-serve`` starts it so, to outlive its
+    terminal, and so it stays."""
+    hangup = [HANGUP] if HANGUP is not None and signal.getsignal(HANGUP) is not signal.SIG_IGN else []
+    return [signal.SIGTERM, signal.SIGINT, *hangup]
 
 
 def _say(line: str) -> None:
@@ -381,7 +395,7 @@ def _stop_at_start() -> tuple[list[int], dict]:
         seen.append(signum)
         raise KeyboardInterrupt
 
-    return seen, {n: signal.signal(n, stop) for n in STOPS if n != signal.SIGINT}
+    return seen, {n: signal.signal(n, stop) for n in _stops() if n != signal.SIGINT}
 
 
 def serve_main(argv: list[str] | None = None) -> int:
@@ -413,10 +427,9 @@ def serve_main(argv: list[str] | None = None) -> int:
     # opens nothing); IPv6 in brackets
     every = args.host in ("0.0.0.0", "::")
     shown = "localhost" if args.host == "127.0.0.1" or every else f"[{args.host}]" if ":" in args.host else args.host
-    if every:
-        shown_also = f" (from other machines: http://{socket.gethostname()}:{args.port}/)"
-    else:
-        shown_also = ""
+    # the name others reach it by: the first --allowed-host given (the machine's own name would be refused), else it
+    named = next((n for n in args.allowed_host if n and n != "*"), None) or socket.gethostname()
+    shown_also = f" (from other machines: http://{named}:{args.port}/)" if every else ""
     names = " and ".join(f"{what} {m.name}" for what, m in (("captioner", caption), ("translator", text)) if m)
 
     def serving() -> None:  # once the port takes connections (the models loaded): a client may start now

@@ -64,14 +64,15 @@ def test_device_is_the_accelerators_other_name_and_no_option_is_abbreviated(caps
         (["--max-search", "0"], "--max-search must be more than 0"),
         (["--max-evidence", "-5"], "--max-evidence must be more than 0"),
         # a traceback from LitServe once the start was under way
-        (["--batch-timeout", "200"], "--batch-timeout 200 must be less than --timeout 120"),
+        (["--batch-timeout", "200"], "--batch-timeout 200 must be at most --timeout 120"),
         # taken, then a server that answered nothing: every upload "at most 0.0 KiB", every request timed out
         (["--max-upload-mb", "1e-7"], "--max-upload-mb must be at least 0.001 (1 KB), got 1e-07"),
         (["--timeout", "1e-9"], "--timeout must be at least 0.01 s, got 1e-09"),
         (["--read-timeout", "1e-9"], "--read-timeout must be at least 0.01 s, got 1e-09"),
         (["--threads", "100000"], "--threads must be at most 1024, got 100000"),  # the worker crashed (SIGSEGV)
         (["--api-key", ""], "--api-key is empty: give the key"),  # "$KEY" unset: it was an open server, unsaid
-        (["--api-key", "abc\n"], "--api-key: the key has spaces or control characters"),  # every request got 401
+        (["--api-key", "abc\n"], "--api-key: the key has spaces at its ends or control characters"),  # 401 always
+        (["--api-key", " abc"], "--api-key: the key has spaces at its ends"),
     ],
 )
 def test_a_bad_option_is_one_line(argv, says, capsys):
@@ -234,6 +235,15 @@ def test_a_server_on_every_address_names_addresses_to_open(monkeypatch, capsys):
             signal.signal(n, h)
     line = next(x for x in capsys.readouterr().err.splitlines() if "serving the" in x)
     assert f"at http://localhost:{port}/ (from other machines: http://{sockets.gethostname()}:{port}/)" in line
+    # with --allowed-host, that name (the machine's own would be refused: the server answers those names alone)
+    port = _free_port()
+    try:
+        assert serve_main(["--host", "0.0.0.0", "--port", str(port), "--allowed-host", "serve.example"]) == 0
+    finally:
+        for n, h in saved.items():
+            signal.signal(n, h)
+    line = next(x for x in capsys.readouterr().err.splitlines() if "serving the" in x)
+    assert f"(from other machines: http://serve.example:{port}/)" in line
 
 
 def test_a_stop_while_the_models_load_is_said_and_exits_0(monkeypatch, capsys):
@@ -262,6 +272,26 @@ def test_a_stop_while_the_models_load_is_said_and_exits_0(monkeypatch, capsys):
     finally:
         signal.signal(signal.SIGTERM, before)
     assert capsys.readouterr().err.strip().splitlines()[-1] == "attention-serve: stopped"
+
+
+def test_a_passphrase_key_and_an_ignored_hangup_are_kept(monkeypatch, capsys):
+    """A key with inner spaces is sent whole in a header: taken (the first check refused it); a hangup ignored before
+    the start (``nohup attention-serve``) stays ignored: the stop handlers take SIGTERM and SIGINT alone."""
+    import signal
+
+    import attention_serve.cli as cli
+
+    args = cli._parser().parse_args(["--port", str(_free_port()), "--caption-model", "shapes", "--text-model", "none",
+                                     "--api-key", "correct horse battery staple"])  # fmt: skip
+    cli._check(args)
+    assert args.api_key == "correct horse battery staple"
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert cli._stops() == [signal.SIGTERM, signal.SIGINT]
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        assert cli._stops() == [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
 def test_an_empty_key_variable_is_said(monkeypatch, capsys):
