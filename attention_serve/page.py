@@ -87,7 +87,7 @@ const Live = {
         if (run.length === n && run.every((b) => b !== null)) {
           let char = "";
           try { char = new TextDecoder("utf-8", { fatal: true }).decode(new Uint8Array(run)); } catch (e) { char = ""; }
-          if (char && !/^[\p{C}\p{Z}]/u.test(char) || char === " ") {
+          if (char && !/^[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Zl}\p{Zp}\p{Zs}]/u.test(char) || char === " ") {
             out.set(i, char);
             for (let j = i + 1; j < i + n; j++) out.set(j, "");
             i += n;
@@ -106,10 +106,7 @@ const Live = {
     const bpe = !sp && tokens.some((t) => t.endsWith("@@") && t.length > 2);
     if (!sp && !bpe) return tokens.slice();
     return tokens.map((t, i) => {
-      if (spelled.has(i)) {
-        const c = spelled.get(i);
-        return !c || (i > 0 && tokens[i - 1] !== "\u2581" && /^[\p{L}\p{N}]/u.test(c)) ? "\u00b7" + c : c;
-      }
+      if (spelled.has(i)) return spelled.get(i) || "\u00b7";
       if (special(t)) return t;
       let starts, text;
       if (sp) {

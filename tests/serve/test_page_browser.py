@@ -481,6 +481,7 @@ def test_the_page_shows_pieces_as_the_words_they_spell_as_python_labels_them(chr
         ["▁mit", "▁", "<0xF0>", "<0x9F>", "<0x8E>", "<0x88>", "."],  # bytes that spell a character: it
         ["▁a", "<0xC5>", "<0x41>", "<0x9F>", "<0xFF>", "<0xD9>", "<0x85>", "▁x", "<0xC2>", "<0xA0>"],
         ["▁", "<0xD9>", "<0x85>", "<0xD8>", "<0xB1>"],
+        ["▁mit", "<0xF0>", "<0x9F>", "<0xAB>", "<0xA8>", "<0xE2>", "<0x80>", "<0x8B>"],  # Unicode 15's 🫨, a ZWSP
         [],
     ]
     first = TRANSLATED["translations"][0]

@@ -29,6 +29,17 @@ def _special(token: str) -> bool:
     return len(token) > 2 and token.startswith("<") and token.endswith(">")
 
 
+# characters a label does not show (controls, format marks, separators but the space); a character newer than this
+# Python's Unicode tables (unassigned here, an emoji to the browser) is shown, as the page's script shows it
+_HIDDEN = {"Cc", "Cf", "Cs", "Co", "Zl", "Zp", "Zs"}
+
+
+def _shown(char: str) -> bool:
+    import unicodedata
+
+    return char == " " or unicodedata.category(char) not in _HIDDEN
+
+
 def _spelled(tokens: list[str]) -> dict[int, str]:
     """Byte pieces that spell one UTF-8 character together: the first one's index -> the character, each further
     one's -> "" (shown as a joined piece). Runs that spell nothing whole are left out."""
@@ -45,7 +56,7 @@ def _spelled(tokens: list[str]) -> dict[int, str]:
                     char = bytes(int(m.group(1), 16) for m in run).decode("utf-8")  # type: ignore[union-attr]
                 except UnicodeDecodeError:
                     char = ""
-                if char and char.isprintable():
+                if char and _shown(char):
                     out.update({i: char, **{j: "" for j in range(i + 1, i + n)}})
                     i += n
                     continue
@@ -64,11 +75,9 @@ def token_labels(tokens: Sequence[str]) -> list[str]:
         return tokens
     out = []
     for i, token in enumerate(tokens):
-        if i in spelled:  # a character's bytes: the character, then a joined mark for each further byte
-            char = spelled[i]
-            # a letter goes on the word before it, unless a bare word-start piece came first ("▁" "<0xD9>" "<0x85>")
-            goes_on = i > 0 and tokens[i - 1] != WORD_START and char[:1].isalnum()
-            out.append(JOINED + char if not char or goes_on else char)
+        if i in spelled:  # a character's bytes: the character, then a joined mark for each further byte (no word
+            # mark before the character: whether it is a letter depends on the Unicode tables, the browser's newer)
+            out.append(spelled[i] or JOINED)
             continue
         if _special(token):
             out.append(token)
