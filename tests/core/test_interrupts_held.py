@@ -84,3 +84,18 @@ def test_an_ignored_signal_stays_ignored_and_nothing_is_raised_without_one(pytho
     with interrupts_held():
         pass
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_held_ctrl_c_acts_once_its_patience_is_over_while_the_block_still_runs(python_handlers):
+    """One Ctrl-C (a scheduler's one SIGTERM) at the block's start, then a write that blocks (a reader that stopped
+    reading): it was held as long as the block blocked; it acts within the patience now."""
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_held(patience=0.2):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the blocked write
+    assert time.monotonic() - start < 2
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL  # the timer's handler given back
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

@@ -47,9 +47,10 @@ def interrupts_held(patience: float = 1.0) -> Iterator[None]:
     """Ctrl-C and SIGTERM held while the block runs (a batch's outputs written together), then raised as their
     handlers raise them (KeyboardInterrupt, Terminated): a Ctrl-C between a batch's --output lines and its records left
     files that held different inputs. The block must be short (writes, not work). A second signal, or one that comes
-    once the block has run ``patience`` seconds (a write blocked on a reader that stopped reading: held, it hung the
-    command), acts at once, as without the hold; an exception the block raises (a failed write's exit) is not replaced
-    by a held signal. Off the main thread: the block as it is."""
+    once the block has run ``patience`` seconds, acts at once, as without the hold; a held one acts ``patience``
+    seconds after it came if the block still runs (a write blocked on a reader that stopped reading: held, it hung the
+    command; SIGALRM's timer, where nobody else uses it); an exception the block raises (a failed write's exit) is not
+    replaced by a held signal. Off the main thread: the block as it is."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -59,8 +60,10 @@ def interrupts_held(patience: float = 1.0) -> Iterator[None]:
     start = time.monotonic()
 
     def restore() -> None:
+        if timer:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         for n in numbers:
-            if signal.getsignal(n) is hold:
+            if signal.getsignal(n) in (hold, due):
                 signal.signal(n, before[n])
 
     def hold(signum, frame) -> None:
@@ -69,10 +72,24 @@ def interrupts_held(patience: float = 1.0) -> Iterator[None]:
             before[signum](signum, frame)  # type: ignore[operator]
             return
         got.append((signum, frame))
+        if timer:  # a write that blocks after it (a reader that stopped reading) gets it within `patience`
+            signal.setitimer(signal.ITIMER_REAL, max(patience, 0.001))
 
+    def due(signum, frame) -> None:  # the patience over while the block still runs: the held signal now
+        if got:
+            held, frame = got.pop(0)
+            restore()
+            before[held](held, frame)  # type: ignore[operator]
+
+    # SIGALRM's timer, where it exists and nobody else handles it
+    timer = hasattr(signal, "setitimer") and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
+    if timer:
+        numbers.append(signal.SIGALRM)
+        before[signal.SIGALRM] = signal.getsignal(signal.SIGALRM)
+        signal.signal(signal.SIGALRM, due)
     for n in numbers:
-        if callable(before[n]):  # a handler of Python's (Ctrl-C's KeyboardInterrupt, sigterm_interrupts'): held
-            signal.signal(n, hold)
+        if n != getattr(signal, "SIGALRM", None) and callable(before[n]):  # a handler of Python's (Ctrl-C's
+            signal.signal(n, hold)  # KeyboardInterrupt, sigterm_interrupts'): held
     try:
         yield
     except BaseException:
