@@ -340,8 +340,6 @@ def _stop_gracefully(server, grace: float) -> dict:
 
     def stop(signum, frame):
         if os.getpid() != main:  # an HTTP process (forked with this handler) re-raising the signal once it is done
-            if signum == HANGUP:  # the group's hangup (a closed terminal): the main process stops it, as on SIGTERM
-                return
             # uvicorn has answered what it held: leave at once. SystemExit raised here reached uvicorn's lifespan task
             # as a cancellation, which it logged as a 40-line traceback when Ctrl-C reached this process too (a race)
             flush_quietly(sys.stdout, sys.stderr)
@@ -365,16 +363,10 @@ def _stop_gracefully(server, grace: float) -> dict:
     return {number: signal.signal(number, stop) for number in _stops()}  # the ones replaced
 
 
-# the signals that stop the server: a service manager's (SIGTERM), Ctrl-C, and a closed terminal's hangup (it ended the
-# main process and every helper at once, the requests in flight unanswered, a /tmp/pymp-* folder left)
-HANGUP = getattr(signal, "SIGHUP", None)
-
-
 def _stops() -> list[int]:
-    """SIGTERM, SIGINT, and the hangup unless it is ignored: ``nohup attention-serve`` starts it so, to outlive its
-    terminal, and so it stays."""
-    hangup = [HANGUP] if HANGUP is not None and signal.getsignal(HANGUP) is not signal.SIG_IGN else []
-    return [signal.SIGTERM, signal.SIGINT, *hangup]
+    """SIGTERM and SIGINT. (A hangup, the terminal closed, ends the server at once, as by default: handling it as a
+    stop was tried on 2026-12-07 and taken back; see docs/serve.md.)"""
+    return [signal.SIGTERM, signal.SIGINT]
 
 
 def _say(line: str) -> None:
@@ -386,9 +378,9 @@ def _say(line: str) -> None:
 
 
 def _stop_at_start() -> tuple[list[int], dict]:
-    """Until the server's own stop is set (:func:`_stop_gracefully`), SIGTERM and a hangup end the start as Ctrl-C
-    does, with "stopped" and exit 0 (they ended it silently with 143 and left a /tmp/pymp-* folder): (the signals
-    seen, the handlers replaced)."""
+    """Until the server's own stop is set (:func:`_stop_gracefully`), SIGTERM ends the start as Ctrl-C does, with
+    "stopped" and exit 0 (it ended it silently with 143 and left a /tmp/pymp-* folder): (the signals seen, the
+    handlers replaced)."""
     seen: list[int] = []
 
     def stop(signum, frame):

@@ -13,9 +13,4 @@ import signal
 from attention_serve.worker_start import end_with_parent, outliving
 
 signal.signal(signal.SIGTERM, outliving(os.getppid()))
-# Ctrl-C in the server's first seconds reached the template while it imported torch (Python's forkserver ignores
-# SIGINT only once its imports are done): ignored until template_ready, its last import, gives the handler back
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-if hasattr(signal, "SIGHUP"):  # a closed terminal's hangup: the main process stops the server, as on SIGTERM
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # (the workers forked from here inherit it)
 end_with_parent(os.getppid())  # killed (SIGKILL), the main process leaves a pipe open in its HTTP process

@@ -25,8 +25,7 @@ import time
 # what a worker imports before its model loads (apis.py and the models' code; torch is most of it). First: the module
 # whose import makes the template outlive a SIGTERM sent to the process group (attention_serve/in_template.py)
 PRELOAD = ["attention_serve.in_template", "torch", "numpy", "PIL.Image", "litserve", "attention_serve.apis",
-           "captioning.model.captioner", "text_attn.translation.translator",
-           "attention_serve.template_ready"]  # fmt: skip
+           "captioning.model.captioner", "text_attn.translation.translator"]  # fmt: skip
 
 # The server's stage, in shared memory (workers.WorkerBoard.stage), read by a worker's SIGTERM handler: serving; the
 # main process stopping (it answers the requests in flight: a SIGTERM that reached a worker too is ignored); the main
@@ -55,14 +54,6 @@ def outliving(owner: int, held: list[int] | None = None):
             die_of(signum)
 
     return on_sigterm
-
-
-def ignore_hangup() -> None:
-    """SIGHUP ignored in a helper process (where the system has it): a closed terminal sends it to the whole group,
-    and it ended each helper at once, the requests in flight with them; the main process stops the server on it as on
-    SIGTERM, and ends the helpers itself."""
-    if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def _running(pid: int) -> bool:
@@ -128,9 +119,7 @@ def outliving_manager():
 
 def _manager_init(owner: int, outlive: bool, watch: bool) -> None:
     """In LitServe's manager: :func:`outlive_parent`'s handler where it was not inherited; and where ``owner`` (the
-    main process) started it (not a forkserver), :func:`end_with_parent`. A hangup (SIGHUP) it ignores: the main
-    process stops the server on it, as on SIGTERM."""
-    ignore_hangup()
+    main process) started it (not a forkserver), :func:`end_with_parent`."""
     if outlive:
         outlive_parent()
     if watch:
@@ -160,7 +149,6 @@ def worker_sigterm(stage) -> None:
         die_of(signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    ignore_hangup()  # the group's hangup (a closed terminal): the main process stops the server, as on SIGTERM
     end_with_parent(parent)
     if not _running(owner):  # the template outlived the main process for a moment: nothing else ends this worker
         die_of(signal.SIGTERM)
