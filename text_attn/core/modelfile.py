@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import missing, one_line
-from text_attn.core.run_checkpoints import CODE_REFUSED, holds_code, torch_unreadable
+from text_attn.core.run_checkpoints import CODE_REFUSED, holds_code, starts_as_torch, torch_unreadable
 from text_attn.core.safe_files import inert, refuse_overlap, write_bytes
 
 
@@ -239,14 +239,9 @@ def read_export_source(src: str | Path) -> Any:
     except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer, with what it is
         if holds_code(err, path):  # code in the file, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
-        what = torch_unreadable(path)
-        try:  # the hint for a file that starts as torch's (its zip, a pickle) and breaks off, not for a text file
-            with open(path, "rb") as f:
-                torn = f.read(2)[:2] == b"PK" or f.seek(0) == 0 and f.read(1) == b"\x80"
-        except OSError:
-            torn = False
-        hint = " (cut off by a copy or a full disk?)" if torn else ""
-        raise ModelFileError(f"{src}: not a checkpoint or model file: {what}{hint}") from None
+        # the hint for a file that starts as torch's (its zip, a pickle) and breaks off, not for a text file
+        hint = " (cut off by a copy or a full disk?)" if starts_as_torch(path) else ""
+        raise ModelFileError(f"{src}: not a checkpoint or model file: {torch_unreadable(path)}{hint}") from None
     state = data.get("state_dict") if isinstance(data, dict) else None
     if isinstance(state, dict) and (bad := not_finite(state)):  # a diverged run's: exported or averaged, exit 0,
         raise ModelFileError(f"{src}: {bad}")  # it captioned "yellow yellow ..." and translated empty lines

@@ -54,12 +54,18 @@ def holds_code(err: Exception, path: str | Path) -> bool:
     said to hold code), which is unreadable, not code."""
     if not isinstance(err, pickle.UnpicklingError) or "Unsupported operand" in str(err):
         return False
+    return starts_as_torch(path, unreadable=True)
+
+
+def starts_as_torch(path: str | Path, unreadable: bool = False) -> bool:
+    """Whether the file at ``path`` starts as torch.save writes: its zip, or a pickle of protocol 2 or later
+    (``unreadable``: the answer for a file that cannot be opened)."""
     try:
         with open(path, "rb") as f:
             head = f.read(2)
     except OSError:
-        return True
-    return head[:2] == b"PK" or head[:1] == b"\x80"  # torch.save's zip; a pickle of protocol 2 or later
+        return unreadable
+    return head[:2] == b"PK" or head[:1] == b"\x80"
 
 
 class CheckpointRefused(ValueError):
