@@ -360,17 +360,11 @@ def _stop_gracefully(server, grace: float) -> dict:
         logging.getLogger("litserve.server").setLevel(logging.CRITICAL)
         raise KeyboardInterrupt
 
-    return {number: signal.signal(number, stop) for number in _stops()}  # the ones replaced
-
-
-def _stops() -> list[int]:
-    """SIGTERM and SIGINT. (A hangup, the terminal closed, ends the server at once, as by default: handling it as a
-    stop was tried on 2026-12-07 and taken back; see docs/serve.md.)"""
-    return [signal.SIGTERM, signal.SIGINT]
+    return {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}  # the ones replaced
 
 
 def _say(line: str) -> None:
-    """A line on stderr, where a terminal may have gone (a hangup's): not said then, and the stop goes on."""
+    """A line on stderr, where stderr may have gone (a closed terminal): not said then, and the stop goes on."""
     try:
         print(line, file=sys.stderr, flush=True)
     except (OSError, ValueError):
@@ -387,7 +381,7 @@ def _stop_at_start() -> tuple[list[int], dict]:
         seen.append(signum)
         raise KeyboardInterrupt
 
-    return seen, {n: signal.signal(n, stop) for n in _stops() if n != signal.SIGINT}
+    return seen, {signal.SIGTERM: signal.signal(signal.SIGTERM, stop)}
 
 
 def serve_main(argv: list[str] | None = None) -> int:
