@@ -208,12 +208,13 @@ def check_files(caption: str | None, text: str | None) -> tuple[Path | None, Pat
         ),
     }
     for flag, p, typed in (("--caption-model", cpath, caption), ("--text-model", tpath, text)):
-        if p is not None and p.is_dir():  # there, but not a file (it said "no such model file")
+        if p is None or p.is_file():
+            continue
+        if p.is_dir():  # there, but not a file (it said "no such model file")
             raise ModelFileError(f"{flag} {typed}: a folder, not a model file")
-        if p is not None and p.exists() and not p.is_file():
+        if p.exists():
             raise ModelFileError(f"{flag} {typed}: not a regular file (a FIFO, device or socket), not a model file")
-        if p is not None and not p.is_file():
-            raise ModelFileError(f"{flag} {swapped[flag] or missing(p, 'no such model file', typed)}")
+        raise ModelFileError(f"{flag} {swapped[flag] or missing(p, 'no such model file', typed)}")
     return cpath, tpath
 
 

@@ -89,14 +89,14 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
             fail("caption", f"{flag} {path}:{n}: not a name<TAB>caption line")
         if not caption_tokens(caption):
             fail("caption", f"{flag} {path}:{n}: the caption has no words")
-        line_key = (unicodedata.normalize("NFC", name.strip()), unicodedata.normalize("NFC", caption.strip()))
-        if line_key in seen:  # a file joined twice: each caption counted again (CIDEr-D moved)
-            if _KEY.search(name.strip()):  # the same caption number: a copy, read once
+        named, said = unicodedata.normalize("NFC", name.strip()), unicodedata.normalize("NFC", caption.strip())
+        if (named, said) in seen:  # a file joined twice: each caption counted again (CIDEr-D moved)
+            if _KEY.search(named):  # the same caption number: a copy, read once
                 repeats.append(n)
                 continue
             alike.append(n)  # no number: two people may have written the same caption (coco-caption counts both)
-        seen.add(line_key)
-        key = unicodedata.normalize("NFC", Path(_KEY.sub("", name.strip())).name)
+        seen.add((named, said))
+        key = Path(_KEY.sub("", named)).name
         by_name.setdefault(key, []).append(caption.strip())
         lines.setdefault(key, []).append(n)
     if not by_name:

@@ -51,12 +51,15 @@ def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
     else:  # a seed's draws are each photo's own since 2026-12-02; a record from before drew them as one stream
         options[DRAWS] = "each photo's own"
     if options["--given-file"] is not None:  # what check_given read from it (a FIFO or <(...) cannot be read again)
-        read = json.dumps(getattr(args, "given_by_name", None), sort_keys=True)
-        options["--given-file"] = hashlib.sha256(read.encode()).hexdigest()
+        options["--given-file"] = _digest(getattr(args, "given_by_name", None))
     if getattr(args, "references_by_name", None) is not None:
-        read = json.dumps(args.references_by_name, sort_keys=True)
-        options[REFERENCES] = hashlib.sha256(read.encode()).hexdigest()
+        options[REFERENCES] = _digest(args.references_by_name)
     return {"model": str(model_file), "model_sha256": sha256_of(model_file), "options": options}
+
+
+def _digest(read: Any) -> str:
+    """A captions file as it was read (file name -> its captions), by the SHA-256 of its JSON."""
+    return hashlib.sha256(json.dumps(read, sort_keys=True).encode()).hexdigest()
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
