@@ -62,8 +62,10 @@ def interrupts_held(patience: float = 1.0) -> Iterator[None]:
     def restore() -> None:
         if timer:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            if signal.getsignal(signal.SIGALRM) is due:
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)  # what it was (none of Python's)
         for n in numbers:
-            if signal.getsignal(n) in (hold, due):
+            if signal.getsignal(n) is hold:
                 signal.signal(n, before[n])
 
     def hold(signum, frame) -> None:
@@ -84,12 +86,10 @@ def interrupts_held(patience: float = 1.0) -> Iterator[None]:
     # SIGALRM's timer, where it exists and nobody else handles it
     timer = hasattr(signal, "setitimer") and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
     if timer:
-        numbers.append(signal.SIGALRM)
-        before[signal.SIGALRM] = signal.getsignal(signal.SIGALRM)
         signal.signal(signal.SIGALRM, due)
     for n in numbers:
-        if n != getattr(signal, "SIGALRM", None) and callable(before[n]):  # a handler of Python's (Ctrl-C's
-            signal.signal(n, hold)  # KeyboardInterrupt, sigterm_interrupts'): held
+        if callable(before[n]):  # a handler of Python's (Ctrl-C's KeyboardInterrupt, sigterm_interrupts'): held
+            signal.signal(n, hold)
     try:
         yield
     except BaseException:
