@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers.ctrl_c import ctrl_c_at
 from PIL import Image
 
 from captioning.commands import caption as caption_cli
@@ -796,15 +797,8 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_finishes_the_run(model_file,
 def test_after_ctrl_c_the_notes_count_only_the_captions_written(capsys, model_file, album, monkeypatch):
     import captioning.commands.caption_batch as cli
 
-    real, calls = cli.caption_items, []
-
-    def second_interrupted(*a, **k):
-        calls.append(1)
-        if len(calls) == 2:  # the second batch of 2: Ctrl-C
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(cli, "caption_items", second_interrupted)
+    calls: list = []
+    monkeypatch.setattr(cli, "caption_items", ctrl_c_at(cli.caption_items, 2, calls))  # the second batch of 2
     with pytest.raises(SystemExit) as exc:
         caption_main([str(album), "--model", str(model_file), *FAST, "--batch-size", "2", "--workers", "0"])
     out, err = capsys.readouterr()
@@ -830,15 +824,7 @@ def test_ctrl_c_while_a_batchs_page_is_made_leaves_the_page_and_records_at_the_b
 ):
     """The page's sections were written before the records: a Ctrl-C between them (a photo's thumbnail is encoded
     there) left the page a batch ahead of --jsonl. Both are written together now, after the sections are made."""
-    real, calls = caption_loop.html_sections, []
-
-    def second_interrupted(*a, **k):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(caption_loop, "html_sections", second_interrupted)
+    monkeypatch.setattr(caption_loop, "html_sections", ctrl_c_at(caption_loop.html_sections, 2))
     page, jsonl = tmp_path / "cap.html", tmp_path / "out.jsonl"
     with pytest.raises(SystemExit) as exc:
         caption_main([str(album), "--model", str(model_file), *FAST, "--batch-size", "2", "--workers", "0", "--html",
@@ -882,13 +868,7 @@ def test_ctrl_c_with_loader_workers_removes_the_outputs_lock_files(capsys, model
     workers, and translate --html, remove theirs)."""
     import captioning.commands.caption_batch as cli
 
-    real, calls, parent, real_exit, left = cli.caption_items, [], os.getpid(), os._exit, []
-
-    def second_interrupted(*a, **k):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*a, **k)
+    calls, parent, real_exit, left = [], os.getpid(), os._exit, []
 
     def exit_here(code: int) -> None:  # the lock files the process would leave; the workers leave as they do
         if os.getpid() != parent:
@@ -896,7 +876,7 @@ def test_ctrl_c_with_loader_workers_removes_the_outputs_lock_files(capsys, model
         left.extend(p.name for p in album.parent.glob(".*.lock"))
         raise SystemExit(code)
 
-    monkeypatch.setattr(cli, "caption_items", second_interrupted)
+    monkeypatch.setattr(cli, "caption_items", ctrl_c_at(cli.caption_items, 2, calls))
     monkeypatch.setattr(os, "_exit", exit_here)
     page, jsonl = album.parent / "cap.html", album.parent / "out.jsonl"
     args = [album, "--model", model_file, *FAST, "--batch-size", "2", "--workers", "1", "--html", page, "--jsonl",

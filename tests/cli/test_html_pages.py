@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.browser import MISSING, Browser, accessible, contrast, find_chromium
+from helpers.ctrl_c import ctrl_c_at
 from PIL import Image
 
 from captioning.commands.caption import SHAPES_MODEL, caption_main
@@ -712,15 +713,7 @@ def test_a_caption_run_stopped_midway_keeps_a_whole_page_that_says_first_it_is_p
 
     page = tmp_path / "report.html"
     page.write_text("<html>the old page</html>")
-    real, calls = caption_loop.caption_batch, []
-
-    def second_is_interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(caption_loop, "caption_batch", second_is_interrupted)
+    monkeypatch.setattr(caption_loop, "caption_batch", ctrl_c_at(caption_loop.caption_batch, 2))
     with pytest.raises(SystemExit) as exc:
         caption_main(
             [*map(str, scenes), "--html", str(page), "--batch-size", "1", "--model", "shapes", "--workers", "0"]

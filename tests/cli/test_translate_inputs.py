@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import torch
+from helpers.ctrl_c import ctrl_c_at
 from helpers.multi30k import DE
 from helpers.one_line import refused
 from helpers.tiny_translator import tiny_subword_model_file
@@ -239,16 +240,8 @@ def test_ctrl_c_while_a_batch_is_made_leaves_every_file_at_the_batch_before(mode
     """--output's lines were written before --jsonl's records were made: a Ctrl-C while they were (their evidence takes
     seconds) left the output a batch ahead of the records, links and page. Every output's part is made first and all
     are written together: the files hold the same inputs, said in one line."""
-    calls = {"n": 0}
-    real = translate_cli.record_lines
-
-    def interrupted(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 2:  # the second batch's records being made
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(translate_cli, "record_lines", interrupted)
+    # the second batch's records being made
+    monkeypatch.setattr(translate_cli, "record_lines", ctrl_c_at(translate_cli.record_lines, 2))
     monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n{DE[1]}\n{DE[0]}\n{DE[1]}\n{DE[0]}\n"))
     out, jsonl, links = tmp_path / "out.txt", tmp_path / "out.jsonl", tmp_path / "links.txt"
     with pytest.raises(SystemExit) as exc:
