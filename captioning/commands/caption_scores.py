@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from captioning.commands.caption_given import photo_key, read_caption_file
 from text_attn.core.errors import fail
 from text_attn.core.metrics import COCO_NAMES, reads_as_english
 from text_attn.core.safe_files import inert
@@ -21,8 +22,6 @@ def check_references(args: argparse.Namespace) -> None:
     (``args.references_by_name``: file name -> its captions)."""
     args.references_by_name = None
     if check_score_options("caption", args, "photo", "captions", "photos", "captions its own"):
-        from captioning.commands.caption_given import read_caption_file
-
         args.references_by_name = read_caption_file(Path(args.references), "--references")[0]
 
 
@@ -34,8 +33,6 @@ def check_names(args: argparse.Namespace, paths: list[str]) -> None:
     by_name = getattr(args, "references_by_name", None)
     if by_name is None or any(is_shard(p) for p in paths):
         return
-    from captioning.commands.caption_given import photo_key
-
     if not any(photo_key(p) in by_name for p in paths):  # FILE's names are UTF-8 (NFC), whatever the locale
         fail("caption", f"--references {args.references} names none of the {len(paths)} photo(s) given (a photo is "
              f"found by its file name, e.g. {Path(paths[0]).name})")  # fmt: skip
@@ -59,8 +56,6 @@ def records_of(jsonl: str | Path) -> dict[str, str]:
 def score_run(args: argparse.Namespace, captions: dict[str, str]) -> None:
     """The run's captions (image -> caption) against --references: the scores on stderr, --scores written. Photos
     without a caption in FILE are counted in one note; failed photos (no caption) are not scored."""
-    from captioning.commands.caption_given import photo_key
-
     by_name = getattr(args, "references_by_name", None)
     if by_name is None:
         return
@@ -87,8 +82,6 @@ def score_run(args: argparse.Namespace, captions: dict[str, str]) -> None:
 
 def _shared_names(images) -> list[str]:
     """The images (paths) whose file name another image of the run has too (as --references finds them)."""
-    from captioning.commands.caption_given import photo_key
-
     keys: dict[str, list[str]] = {}
     for image in images:
         keys.setdefault(photo_key(image), []).append(image)
