@@ -419,8 +419,8 @@ def serve_main(argv: list[str] | None = None) -> int:
     names = " and ".join(f"{what} {m.name}" for what, m in (("captioner", caption), ("translator", text)) if m)
 
     def serving() -> None:  # once the port takes connections (the models loaded): a client may start now
-        print(f"attention-serve: serving the {names} at http://{shown}:{args.port}/{shown_also} (the API: "
-              "/openapi.json)", file=sys.stderr, flush=True)  # fmt: skip
+        print(f"attention-serve: serving the {names} {_where(server.devices)} at http://{shown}:{args.port}/"
+              f"{shown_also} (the API: /openapi.json)", file=sys.stderr, flush=True)  # fmt: skip
         if args.host not in LOOPBACK and not args.api_key:
             print(f"attention-serve: note: listening on {args.host}, reachable from other machines, with no "
                   "authentication: anyone who can reach it can use it (set $ATTENTION_SERVE_API_KEY to require a key)",
@@ -432,6 +432,16 @@ def serve_main(argv: list[str] | None = None) -> int:
         return _serve(server, args)
     finally:  # a caller in this process (a test, a notebook) gets its own handlers back, not a dead server's stop
         _restore({**replaced, **before})
+
+
+def _where(devices: list) -> str:
+    """Where the models run, from LitServe's ``devices``: ``["cpu"]``, or a list per GPU of ``"cuda:N"`` names (one
+    each unless a worker spans several)."""
+    if devices == ["cpu"]:
+        return "on the CPU"
+    flat = [d for group in devices for d in ([group] if isinstance(group, str) else group)]
+    numbers = [str(d).partition(":")[2] or str(d) for d in flat]
+    return f"on GPU {numbers[0]}" if len(numbers) == 1 else f"on GPUs {', '.join(numbers)}"
 
 
 def _restore(handlers: dict) -> None:

@@ -73,7 +73,7 @@ from captioning.commands.caption_given import check_given, given_notes, photo_ke
 from captioning.commands.caption_loop import _caption_paths
 from captioning.commands.caption_parser import MAX_LEN, _parser, fill_machine_defaults
 from captioning.commands.caption_scores import check_names, check_references
-from captioning.commands.process_start import first_gone_quietly, hands_on_stdin, should_start, start_others
+from captioning.commands.process_start import LAUNCHED, first_gone_quietly, hands_on_stdin, should_start, start_others
 from captioning.model.bundled import (  # noqa: F401 - names others import
     ASSETS,
     BUNDLED_MODEL,
@@ -84,6 +84,7 @@ from captioning.model.bundled import (  # noqa: F401 - names others import
     text_model_named,
 )
 from text_attn.core import startup_gc
+from text_attn.core.drawn_seed import SEED_VARIABLE, settle_seed
 from text_attn.core.errors import and_more, check_dash_inputs, dash_refused, emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
 from text_attn.core.os_text import utf8_text
@@ -294,6 +295,12 @@ def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:
             fail("caption", str(err))
     if args.jsonl == "-":  # the records on stdout, one a line as batches are done (no FILE, no FILE.run.json)
         args.jsonl, args.jsonl_stdout = None, True
+    # --sample without --sample-seed: one seed for the run (said once the options pass), which the processes this one
+    # starts take from it; each process another launcher started would draw its own, so none is drawn there
+    alone = args.num_nodes == 1 and not any(k in os.environ for k in LAUNCHED)
+    args.seed_note = settle_seed(args, [args.jsonl] if args.resume and args.jsonl else [], alone)
+    if args.sample_seed is not None and args.devices is not None and args.devices > 1:
+        os.environ[SEED_VARIABLE] = str(args.sample_seed)
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
     # --devices N: the other processes start now and import and load beside this one (captioning.commands.process_start)
@@ -354,6 +361,8 @@ def _checked_run(args: argparse.Namespace) -> int:
     note = check_search_options("caption", args, words=words, model=str(_model_file(args)))
     if note and not args.model_info and first_process():
         print(f"caption: note: {note}", file=sys.stderr)
+    if getattr(args, "seed_note", None) and not args.model_info and first_process():
+        print(f"caption: note: {args.seed_note}", file=sys.stderr)
     if args.decode_on_device:
         from captioning.photos.device_prepare import supported
 

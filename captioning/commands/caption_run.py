@@ -39,9 +39,9 @@ REFERENCES = "--references"
 
 
 def run_settings(args: argparse.Namespace, model_file: Path) -> dict[str, Any]:
-    """The record of this run (JSON-ready). A --sample run without --sample-seed draws afresh each run: its seed is
-    not recorded (a resumed run cannot repeat the draws, and no seed would match). --given-file is recorded by its
-    content as it was read, as the model file is by its bytes."""
+    """The record of this run (JSON-ready). A --sample run records its seed, given or drawn for the run
+    (text_attn/core/drawn_seed.py); where none was (an older version, or processes another launcher started), none.
+    --given-file is recorded by its content as it was read, as the model file is by its bytes."""
     options = {flag: getattr(args, name, None) for flag, name in SHAPING}
     if not args.sample:
         for flag in ("--temperature", "--top-k", "--top-p", "--sample-seed"):

@@ -107,7 +107,9 @@ def test_sample_seed_help_names_each_commands_own_options(capsys):
 
     translate, caption = seed_help(translate_parser()), seed_help(caption_parser())
     assert "(keyed by its number) at any --batch-size;" in translate
-    assert not [flag for flag in ("--devices", "--workers", "--resume", "photo") if flag in translate]
+    assert not [flag for flag in ("--devices", "--workers", "photo", "--num-nodes") if flag in translate]
+    # both resume with the seed their run records (one drawn for the run, where none is given)
+    assert all("a --resume goes on with the seed its run records" in h for h in (translate, caption))
     assert "(keyed by its photo's name) at any --batch-size, --devices, --workers and in a --resume" in caption
 
 

@@ -235,6 +235,8 @@ def test_a_server_on_every_address_names_addresses_to_open(monkeypatch, capsys):
             signal.signal(n, h)
     line = next(x for x in capsys.readouterr().err.splitlines() if "serving the" in x)
     assert f"at http://localhost:{port}/ (from other machines: http://{sockets.gethostname()}:{port}/)" in line
+    assert "serving the translator m.pt on the CPU at" in line  # where the models run (it was not said)
+    assert cli._where([["cuda:0"]]) == "on GPU 0" and cli._where([["cuda:0"], ["cuda:1"]]) == "on GPUs 0, 1"
     # with --allowed-host, that name (the machine's own would be refused: the server answers those names alone)
     port = _free_port()
     try:

@@ -23,6 +23,11 @@ SEED_REPEATS = {
     "caption": "(keyed by its photo's name) at any --batch-size, --devices, --workers and in a --resume",
     "translate": "(keyed by its number) at any --batch-size",
 }
+# where no seed is drawn for a run (text_attn/core/drawn_seed.py): each process would draw its own
+SEED_NOT_DRAWN = {
+    "caption": "; none is drawn with --num-nodes or processes another launcher starts: give one",
+    "translate": "",
+}
 PICTURES = {"caption": "--overlay, --html", "translate": "--plot, --html"}  # each command's pictures and pages
 
 
@@ -48,9 +53,10 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--sample-seed",
         type=sample_seed,
-        help="--sample: seed of the draws (default: a fresh one a run, not recorded: no run can draw them again, and "
-        "a resumed run goes on with fresh ones); the same seed repeats each input's draws "
-        f"{SEED_REPEATS[p.prog]}; another --threads may flip a rare one (float rounding)",
+        help="--sample: seed of the draws (default: one drawn for the run and said in a note, so that --sample-seed N "
+        f"draws the same again; a --resume goes on with the seed its run records{SEED_NOT_DRAWN[p.prog]}); the same "
+        f"seed repeats each input's draws {SEED_REPEATS[p.prog]}; another --threads may flip a rare one (float "
+        "rounding)",
     )
     g.add_argument(
         "--n-best",

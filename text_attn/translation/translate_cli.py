@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from text_attn.core import startup_gc
 from text_attn.core.casing import changed_reading, shows_nothing
+from text_attn.core.drawn_seed import settle_seed
 from text_attn.core.errors import (
     and_more,
     check_dash_inputs,
@@ -819,6 +820,7 @@ def _translate_main(args: argparse.Namespace) -> int:
     resolve_unsure(args, "translate", UNSURE)
     check_references(args)
     check_resume(args)
+    args.seed_note = settle_seed(args, continued(args).values() if args.resume else ())  # --sample: one seed a run
     from text_attn.core.modelfile import path_problem
 
     model = model_path(args.model)
@@ -963,6 +965,8 @@ def _translate_main(args: argparse.Namespace) -> int:
             fail("translate", f"cannot write {record}: {err}")
     if getattr(args, "resume_note", None):  # one file ahead of the other: said once nothing refuses the resume
         print(f"translate: note: {args.resume_note}", file=sys.stderr)
+    if args.seed_note:  # --sample's seed drawn for the run (or a resume's): said once nothing refuses the options
+        print(f"translate: note: {args.seed_note}", file=sys.stderr)
     # a rerun without --resume starts a file afresh, as a shell's > would; said, as a forgotten --resume loses work
     # (caption's --jsonl says so too)
     files = (("--output", args.output), ("--jsonl", args.jsonl)) if not args.resume else ()

@@ -211,10 +211,10 @@ def _too_many(args: argparse.Namespace, inputs: int) -> None:
 
 def run_settings(args: argparse.Namespace, model_file: Path, recases: bool, records: bool = False) -> dict[str, Any]:
     """The record of this run (JSON-ready), after fill_decoding_defaults; ``records``: of the --jsonl file (the
-    options that shape a record too). A --sample run without --sample-seed draws afresh each run: no seed is
-    recorded (none would match). ``recases``: whether the model reads a line typed without capitals with its
-    training text's (Translator.casing); where it does not, --keep-case changes nothing and is not recorded. OSError
-    where the model file cannot be read."""
+    options that shape a record too). A --sample run records its seed, given or drawn (text_attn/core/drawn_seed.py);
+    one of an older version drew without a seed and records none. ``recases``: whether the model reads a line typed
+    without capitals with its training text's (Translator.casing); where it does not, --keep-case changes nothing and
+    is not recorded. OSError where the model file cannot be read."""
     options = {flag: getattr(args, name, None) for flag, name in SHAPING}
     options["--n-best"] = args.n_best if getattr(args, "n_best_given", False) else None  # a list's lines, even of 1
     if not args.sample:
