@@ -893,7 +893,8 @@ def test_ctrl_c_with_loader_workers_removes_the_outputs_lock_files(capsys, model
 def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_file, tmp_path, sig, exit_code):
     """SIGINT to the real command while it writes a folder's records: exit 130, one line saying how far it got, no
     traceback; --resume then captions exactly the rest. SIGTERM (a scheduler's limit) alike, exit 143: it ended the
-    run unsaid, its lock file left."""
+    run unsaid, its lock file left; and with --html it threw the page away ("not written"), where Ctrl-C wrote the
+    images captioned as a partial page."""
     import signal
     import subprocess
     import sys
@@ -908,6 +909,7 @@ def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_f
     jsonl = tmp_path / "out.jsonl"
     args = [str(folder), "--model", str(model_file), *FAST, "--jsonl", str(jsonl), "--batch-size", "2"]
     code = "from captioning.commands.caption import caption_main; import sys; sys.exit(caption_main(sys.argv[1:]))"
+    page = tmp_path / "page.html"
     # The third batch waits (no race with a fast machine): the signal arrives with 2 batches (4 records) written.
     # Ctrl-C as a terminal delivers it: a test run started in the background by a non-interactive shell inherits
     # SIGINT ignored, and Python then installs no KeyboardInterrupt handler (the command would sleep on).
@@ -921,7 +923,8 @@ def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_f
         "from captioning.commands.caption import caption_main\n"
         "cli.caption_items = third_waits; sys.exit(caption_main(sys.argv[1:]))"
     )
-    proc = subprocess.Popen([sys.executable, "-c", paused, *args], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", paused, *args, "--html", str(page)], stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
     deadline = time.monotonic() + 600  # a loaded machine is slow to start; the signal waits for the 4 records
     while time.monotonic() < deadline and (not jsonl.is_file() or len(jsonl.read_text().splitlines()) < 4):
         time.sleep(0.05)
@@ -933,6 +936,9 @@ def test_ctrl_c_mid_run_is_one_line_and_resume_loses_and_repeats_nothing(model_f
     assert len(note) == 1 and note[0].startswith("caption: interrupted after ") and "--resume" in note[0], err
     first = [json.loads(line)["image"] for line in jsonl.read_text().splitlines()]
     assert len(first) == 4  # the two batches before the signal, whole
+    shown = page.read_text()  # the page of those 4, said to be partial
+    assert "Partial page: the run was interrupted after 4 image(s)" in shown
+    assert shown.count('<section class="item') == 4
     done = subprocess.run([sys.executable, "-c", code, *args, "--resume"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     images = [json.loads(line)["image"] for line in jsonl.read_text().splitlines()]

@@ -50,6 +50,11 @@ def test_malformed_yaml_is_one_line_with_line_and_column(tmp_path, capsys):
         ),
         (["--model.lrr", "0.1"], None, "unrecognized arguments: --model.lrr (did you mean --model.lr?) 0.1"),
         ([], "model:\n  bogus: 3\n", "does not accept option 'model.bogus'"),
+        # a block left empty (its lines commented out: null), or given a value: a traceback from jsonargparse or the
+        # unread-options check
+        ([], "model:\n  objective:\n", "model.objective is a block of options (key: value lines under it), got null"),
+        ([], "model:\n  objective: 5\n", "model.objective is a block of options (key: value lines under it), got 5"),
+        ([], "data: []\n", "data is a block of options (key: value lines under it), got []"),
         # inside a callback given by class_path: its own option named, not the whole list "expected null"
         (
             [],

@@ -266,6 +266,9 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             them all); one typed on the command line is, whatever its value."""
             super().before_instantiate_classes()
             node = self.config[self.subcommand] if self.subcommand else self.config
+            parser = self._subcommand_parsers[self.subcommand] if self.subcommand else self.parser
+            if (wrong := not_a_block(node, parser)) is not None:
+                fail(prog, wrong)
             root = node.get("trainer.default_root_dir") if follow_root else None
             if root:  # --trainer.default_root_dir D: the config's model file, in its run folder, goes in D
                 node["model.export_path"] = str(Path(root) / "model.pt")
@@ -274,7 +277,6 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             if unread is None:
                 return
             config = node.as_dict()
-            parser = self._subcommand_parsers[self.subcommand] if self.subcommand else self.parser
             defaults = parser.get_defaults().as_dict()  # the dataclass blocks' fields too (model.objective.scst_bleu)
             refusal, note = given_unread(unread(config), given, functools.partial(dotted, config),
                                          functools.partial(dotted, defaults), typed)  # fmt: skip
@@ -453,6 +455,26 @@ def _fill_unset(config, block: str, saved: dict, cls: type, given: frozenset[str
             config[key] = {**value, **config.get(key)}
         elif f"{block}.{key}" not in given and config.get(key) == p.default:
             config[key] = value
+
+
+def not_a_block(node, parser) -> str | None:
+    """The line for a block of options (``trainer``, ``model``, ``data``, and the blocks jsonargparse builds a class
+    of: ``model.objective``, ``model.encoder``, ...) that a config file gave as something else: ``objective:`` left
+    with every line under it commented out (null), ``objective: 5``, ``data: []``. They ended in a traceback (a
+    mapping expected by jsonargparse, or by the checks of unread options). None where every block is a mapping."""
+    from jsonargparse import Namespace
+
+    blocks = ["trainer", *(g.dest for g in parser._action_groups if getattr(g, "group_class", None) is not None)]
+    for dest in sorted(dict.fromkeys(blocks), key=lambda d: d.count(".")):  # a block before the blocks inside it
+        try:
+            value = node.get(dest, Namespace())
+        except (KeyError, TypeError, AttributeError):  # inside a block already said (it returned first)
+            continue
+        if not isinstance(value, (Namespace, dict)):
+            got = "null (nothing under it: its lines commented out?)" if value is None else repr(value)
+            return (f"{dest} is a block of options (key: value lines under it), got {got}: give its options, or "
+                    "leave it out for its defaults")  # fmt: skip
+    return None
 
 
 def _configured_trainer(config) -> SimpleNamespace:

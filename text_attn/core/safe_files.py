@@ -242,6 +242,9 @@ def _end_writing(number: int, frame: Any) -> None:
     os._exit(128 + number)
 
 
+_end_writing.stands_for_default = True  # type: ignore[attr-defined]  # sigterm_interrupts may set its own over it
+
+
 STALE_SECONDS = 24 * 3600  # a temporary file this old beside its output was left by a killed writer (SIGKILL)
 _STALE = re.compile(r"(\..*\.)[a-z0-9_]{8}\.tmp")  # mkstemp's names as atomic_output makes them: .NAME.XXXXXXXX.tmp
 _stale: dict[str, dict[str, list[str]]] = {}  # folder -> prefix (.NAME.) -> the stale temporary files found there

@@ -19,12 +19,17 @@ class Terminated(KeyboardInterrupt):
 def sigterm_interrupts() -> Iterator[None]:
     """While the block runs, the first SIGTERM raises :class:`Terminated` where the run is (later ones are ignored
     while it winds up), so the outputs are closed with what they hold and the lock files removed, as after Ctrl-C;
-    by default the process ended at once, silent, its lock file left. A handler set by someone else is kept."""
+    by default the process ended at once, silent, its lock file left. A handler set by someone else is kept (not
+    safe_files' removal of temporary outputs: it is the default's stand-in, given back after the block)."""
     number = getattr(signal, "SIGTERM", None)
     if number is None or threading.current_thread() is not threading.main_thread():
         yield
         return
-    if signal.getsignal(number) is not signal.SIG_DFL:
+    before = signal.getsignal(number)
+    # the default, or safe_files' removal of a temporary output, which stands in for it while an output is written: a
+    # caption --html page is written through one the whole run, and a SIGTERM threw the page away ("not written")
+    # where Ctrl-C wrote the images captioned as a partial page
+    if before is not signal.SIG_DFL and not getattr(before, "stands_for_default", False):
         yield
         return
     fired = []
@@ -39,7 +44,7 @@ def sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         if signal.getsignal(number) is terminate:
-            signal.signal(number, signal.SIG_DFL)
+            signal.signal(number, before)
 
 
 @contextlib.contextmanager

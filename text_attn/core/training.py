@@ -121,6 +121,22 @@ def replay_epoch_start(trainer) -> None:
         torch.empty((), dtype=torch.int64).random_()  # what _BaseDataLoaderIter draws for its base seed
 
 
+def mend_restart_at_epoch_end(trainer) -> None:
+    """A fit resumed from a checkpoint saved at an epoch's last step: Lightning 2.6 counts that epoch done as it
+    restarts (its fit loop's ``reset``), but its restart stage still says "mid-epoch", so the next epoch starts
+    without being counted started (nor its ``on_train_epoch_start`` hooks called). Every checkpoint that run then
+    wrote named the epoch before the one it was in (the data module's state too): a second resume trained an epoch
+    over again, its steps past the end and its validations labelled one epoch low. The stage is cleared here, once
+    the epoch is counted done, and the next epoch starts as in a run never stopped."""
+    loop = getattr(trainer, "fit_loop", None)
+    progress = getattr(loop, "epoch_progress", None)
+    if progress is None or not getattr(loop, "restarted_mid_epoch", False):
+        return
+    done = progress.current
+    if done.started == done.processed == done.completed:  # the restarted epoch counted done by Lightning's reset
+        loop.reset_restart_stage()
+
+
 def forget_elapsed_time(checkpoint: dict[str, Any]) -> None:
     """A resumed ``fit`` gets ``trainer.max_time`` of its own: drop the Timer's elapsed time from the checkpoint.
 
@@ -591,6 +607,7 @@ class RunState:
             for callback in self.trainer.checkpoint_callbacks:
                 callback.save_last = False
         due, self._validation_due = getattr(self, "_validation_due", False), False
+        mend_restart_at_epoch_end(self.trainer)
         if self._random_state is not None:
             restore_random_state(self._random_state)
             if due:  # its loader's draw is the one the replay stands in for (the run that saved it validated here)
