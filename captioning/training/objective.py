@@ -398,10 +398,14 @@ class CaptionObjective(nn.Module):
         logs["train_reinforce"], logs["train_entropy"] = parts["reinforce"], parts["entropy"]
         if bool(sampled.any()):
             logs["train_reward"] = parts["reward"][sampled].mean()
+        # the b this step's loss used: the average before this batch moves it (it was logged after, this batch's
+        # reward in it: the reward's gap to it, what REINFORCE weighed, looked smaller); the first sampled batch used
+        # its own mean (hard_attention_loss). None before the first sampled batch (a soft warm-up logged 0.0), and
+        # none with rl_reward word
+        used = self.baseline.value.clone() if self.baseline.ready else None
         self.baseline.update(parts["reward"][sampled])
-        # no baseline before the first sampled batch (a soft warm-up logged 0.0), and none with rl_reward word
-        if self.baseline.ready and self.cfg.rl_reward == "caption":
-            logs["baseline"] = self.baseline.value
+        if self.cfg.rl_reward == "caption" and self.baseline.ready:
+            logs["baseline"] = used if used is not None else self.baseline.value
         # The watch starts when sampling does: during a soft warm-up the attention may well be spread (soft attention
         # averages), and the move to sampling is what should sharpen it.
         sampling_steps = step - self.cfg.soft_warmup

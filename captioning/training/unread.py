@@ -51,6 +51,8 @@ def unread_options(config: dict) -> list[Unread]:
     if attention != "hard":
         found.append(Unread(HARD_OPTIONS, f"model.decoder.attention {attention}",
                             "set model.decoder.attention hard (options of hard attention)"))  # fmt: skip
+    elif (dotted(model, "objective.rl_reward") or "caption") == "word":  # each region its own word's log-probability
+        found.append(Unread(("model.objective.baseline_decay",), "model.objective.rl_reward word", refuse=False))
     found += without_init_from(model)
     if not dotted(model, "objective.distil_from"):
         found.append(Unread(("model.objective.distil_weight", "model.objective.distil_attention",

@@ -208,6 +208,11 @@ def test_the_hard_baseline_is_logged_only_once_set_and_only_where_used():
     assert "baseline" not in warm and "train_reinforce" in warm
     _, sampled, _ = objective.training_loss(model, vocab, features, batch, step=1)
     assert float(sampled["baseline"]) == pytest.approx(float(sampled["train_reward"]), rel=1e-5)  # its first value
+    # later: the b the step's loss used, the average before this batch moved it (it was logged after the move)
+    before = float(objective.baseline.value)
+    _, later, _ = objective.training_loss(model, vocab, features, batch, step=2)
+    assert float(later["baseline"]) == pytest.approx(before, rel=1e-6)
+    assert float(objective.baseline.value) != pytest.approx(before, rel=1e-6)  # the batch moved it, after
     word = CaptionObjective(ObjectiveConfig(ds_lambda=0.0, rl_reward="word"), hard=True)
     for step in range(2):
         assert "baseline" not in word.training_loss(model, vocab, features, batch, step=step).logs

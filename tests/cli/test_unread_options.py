@@ -172,6 +172,15 @@ def test_tuning_options_are_noted_once_and_defaults_and_nulls_pass(until_made, c
         "model.lr_factor; model.encoder.fine_tune none reads no model.encoder_lr; data.attention_targets false reads "
         "no data.attention_words"
     ]
+    # the word reward has no baseline: its decay, typed, changed nothing unsaid (the shipped hard configs' comment
+    # called it the paper's baseline)
+    with pytest.raises(Made):
+        caption_train([*map(str, CAPTION), "--model.decoder.attention", "hard", "--model.objective.rl_reward", "word",
+                       "--model.objective.baseline_decay", "0.5"])  # fmt: skip
+    assert capsys.readouterr().err.splitlines() == [
+        "caption-train: note: options that change nothing in this run: model.objective.rl_reward word reads no "
+        "model.objective.baseline_decay"
+    ]
     with pytest.raises(Made):
         text_train([*map(str, TEXT), "--data.max_tokens", "100", "--data.subword_type", "unigram"])
     assert capsys.readouterr().err.splitlines() == [
