@@ -262,6 +262,9 @@ def _held_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     return [("--jsonl", args.jsonl), ("--html", args.html), ("--scores", args.scores)]  # --jsonl -: stdout, not held
 
 
+MAX_BATCH = 65_536  # --batch-size's largest: 38 GiB of prepared photos at 224 x 224
+
+
 def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The rest of :func:`caption_main`, its outputs held: the checks that read files, then the run on this process
     or on several."""
@@ -269,6 +272,9 @@ def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:
     for flag, value in (("--batch-size", args.batch_size), ("--threads", args.threads)):
         if value is not None and value < 1:
             fail("caption", f"{flag} must be at least 1, got {value}")
+    if args.batch_size is not None and args.batch_size > MAX_BATCH:  # above sys.maxsize: the loader's traceback
+        fail("caption", f"--batch-size must be at most {MAX_BATCH:,} (a batch's photos are held in memory together, "
+             f"~0.6 MB each at 224 x 224), got {args.batch_size:,}")  # fmt: skip
     if args.workers is not None and args.workers < 0:
         fail("caption", f"--workers must be 0 or more, got {args.workers}")
     # --device auto is resolved in _checked_run (it imports torch: --devices N starts the other processes first)

@@ -140,13 +140,14 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help=f"images captioned together (default: {BATCH}, fewer where this process may use under ~1.1 GiB of "
         "memory, a container's limit or what the machine has free: said in a note; with --device cuda, from the GPU's "
-        "memory: 128 from 40 GiB, 64 from 16 GiB, else 32, not yet measured on a GPU)",
+        "memory: 128 from 40 GiB, 64 from 16 GiB, else 32, not yet measured on a GPU); at most 65,536, and no more "
+        "than the images to caption",
     )
     p.add_argument(
         "--workers",
         type=int,
         help="processes decoding images ahead of the model (default: 2; with --device cuda, the cores less 2 shared "
-        "by the --devices processes, 2 to 14, not yet measured on a GPU)",
+        "by the --devices processes, 2 to 14, not yet measured on a GPU); no more than the batches to read",
     )
     add_device_options(p, "caption", "the batch and workers then suit it")
     p.add_argument(

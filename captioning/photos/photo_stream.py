@@ -18,6 +18,7 @@ import multiprocessing
 import multiprocessing.queues
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -293,6 +294,8 @@ def photo_batches(stream: PhotoStream, workers: int) -> DataLoader:
     _said.clear()
     if workers:
         _quiet_half_made_loader()
+        # torch's advice when there are more workers than cores, twice with its source line: caption's note says it
+        warnings.filterwarnings("ignore", message=r"This DataLoader will create \d+ worker", category=UserWarning)
     return DataLoader(
         stream,
         batch_size=stream.batch_size,

@@ -1073,3 +1073,28 @@ def test_the_demo_refuses_the_options_of_a_run_over_images(capsys, given, named)
     assert exc.value.code == 2
     said = f"{named}: for a run over IMAGE inputs; --demo captions a few pictures of its own in one batch"
     assert capsys.readouterr().err == f"caption: error: {said}, drawn here: give it without\n"
+
+
+def test_a_batch_and_workers_are_no_larger_than_the_photos_need(model_file, tmp_path, monkeypatch, capsys):
+    """--batch-size 10**9 made the loader fill 17 GB before its first photo (a list of the batch's size), and
+    --workers 40 on 37 photos started ~30 processes; torch's advice on workers past the cores came twice, with its
+    source line. The batch is capped at the photos to do, the workers at the batches, and a note says the rest."""
+    folder = tmp_path / "three"
+    folder.mkdir()
+    for i in range(3):
+        Image.new("RGB", (40, 30), (60 * i, 90, 160)).save(folder / f"{i}.png")
+    from captioning.photos import photo_stream
+
+    made = []
+    real = photo_stream.photo_batches
+    monkeypatch.setattr(photo_stream, "photo_batches", lambda stream, workers: made.append((stream.batch_size,
+                        workers)) or real(stream, 0))  # fmt: skip
+    args = [str(folder), "--model", str(model_file), *FAST]
+    assert caption_main([*args, "--batch-size", "65536", "--workers", "8"]) == 0
+    assert made[-1] == (3, 0)  # one batch of the three: no worker started for it
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert caption_main([*args, "--batch-size", "1", "--workers", "8"]) == 0
+    assert made[-1] == (1, 3)  # three batches: three workers, not eight
+    err = capsys.readouterr().err
+    assert "caption: note: --workers 3 on 1 core(s): the workers share the cores" in err
+    assert "This DataLoader will create" not in err

@@ -171,6 +171,8 @@ def cases(f: dict[str, Path]) -> list[Case]:
         Case("--model-info with images", "caption", [photo, "--model", cm, "--model-info"], 2, "--model-info"),
         Case("zero threads", "caption", [photo, "--model", cm, "--threads", "0"], 2, "--threads"),
         Case("batch size 0", "caption", [photo, "--model", cm, "--batch-size", "0"], 2, "--batch-size"),
+        Case("batch size past sys.maxsize (the loader's traceback)", "caption", [photo, "--model", cm, "--batch-size",
+             "99999999999999999999"], 2, "--batch-size must be at most 65,536"),
         Case("negative workers", "caption", [photo, "--model", cm, "--workers", "-1"], 2, "--workers"),
         Case("--jsonl in a missing folder", "caption", [photo, "--model", cm, "--jsonl", str(w / "no_c" / "o.jsonl")],
              2, "o.jsonl"),
