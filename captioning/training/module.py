@@ -30,6 +30,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict
+from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -228,6 +229,20 @@ class CaptionModule(RunState, pl.LightningModule):
         self._graphed: GraphedDecoder | None = None  # model.cuda_graphs on CUDA (on_train_start)
 
     # --- building from the data -------------------------------------------------------------------------------------
+    def _read_start(self):
+        """init_from's model (Captioner.read_start). Gone on a resume (a stage-1 file removed, a relative path from
+        another folder): the resume's weights are the checkpoint's, and the line says how to go on without it."""
+        name = self.hparams.init_from
+        try:
+            return Captioner.read_start(name, self.hparams.init_member)
+        except ValueError as err:
+            resuming = getattr(self, "resuming", False)  # set by the command (lightning_cli's before_fit)
+            if not resuming or Path(str(name)).exists() or not str(err).endswith("no such file"):
+                raise
+            raise ValueError(
+                f"{err}: a resume takes its weights from --ckpt_path; give --model.init_from null to resume without it"
+            ) from None
+
     def setup(self, stage: str | None = None) -> None:
         self.use_cpu_threads(self.hparams.cpu_threads)  # torch's own count again after the run (teardown)
         if self.model is None:
@@ -236,7 +251,7 @@ class CaptionModule(RunState, pl.LightningModule):
                 raise ValueError("CaptionModule needs a CaptionDataModule (its vocabulary sizes the decoder)")
             start = None
             if self.hparams.init_from:  # a resumed fit then restores its checkpoint over these weights
-                start = Captioner.read_start(self.hparams.init_from, self.hparams.init_member)
+                start = self._read_start()
                 dm = self.trainer.datamodule  # its Flickr8k split, against the one the start learned from
                 split = getattr(dm, "flickr8k_split", None)
                 clash = split and split_clash(start.name, start.info, split, dm.hparams.root)

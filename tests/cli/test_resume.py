@@ -585,3 +585,30 @@ def test_a_text_checkpoint_tested_with_one_network_key_given_keeps_its_network(t
     cli = run("text", ["test", "--ckpt_path", ckpt, *data, "--trainer.logger", "false", "--model.network.dropout",
                        "0.25"])  # fmt: skip
     assert cli.model.hparams.network == {**cfg["model"]["network"], "dropout": 0.25}
+
+
+@pytest.mark.long
+def test_a_resume_whose_start_file_is_gone_says_how_to_go_on(tmp_path, capsys):
+    """A run started from model.init_from (an SCST stage 2, a fine-tune), resumed once that file was removed or from
+    another folder (a relative path): "no such file", with nothing to say that the resume needs none of its weights."""
+    import shutil
+
+    cfg = str(resumable_config(tmp_path, "caption", every=2))
+    run("caption", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--trainer.default_root_dir", "first"])
+    start = tmp_path / "start.pt"
+    shutil.copy(next(Path("first").rglob("model.pt")), start)
+    args = ["fit", "--config", cfg, "--model.init_from", str(start), "--trainer.default_root_dir", "b"]
+    run("caption", [*args, "--trainer.max_steps", "2"])
+    start.unlink()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        run("caption", [*args, "--trainer.max_steps", "4", "--ckpt_path", str(next(Path("b").rglob("last.ckpt")))])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    said = f"model.init_from: {start}: no such file: a resume takes its weights from --ckpt_path; give"
+    assert err[0].startswith(f"caption-train: error: {said} --model.init_from null to resume without it"), err
+    # as it says: resumed, to the step asked
+    last = str(next(Path("b").rglob("last.ckpt")))
+    resumed = run("caption", ["fit", "--config", cfg, "--model.init_from", "null", "--trainer.default_root_dir", "b",
+                              "--trainer.max_steps", "4", "--ckpt_path", last])  # fmt: skip
+    assert resumed.trainer.global_step == 4

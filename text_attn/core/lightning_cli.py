@@ -322,7 +322,10 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
         def before_fit(self) -> None:
             """A model file fit could not write is said before training, not after it (its folder is made now, as
             the end of fit would make it), and one it would replace is noted; so are cores other programs keep busy
-            where model.cpu_threads is not set (text_attn.core.cpu_load: the console script took the first reading)."""
+            where model.cpu_threads is not set (text_attn.core.cpu_load: the console script took the first reading).
+            The module is told whether the fit resumes (``resuming``): its setup runs before Lightning names the
+            checkpoint to the trainer."""
+            self.model.resuming = self._resumes()
             hparams = getattr(self.model, "hparams", None)
             if self.trainer.is_global_zero and hparams is not None and "cpu_threads" in hparams:
                 import torch
