@@ -612,3 +612,23 @@ def test_a_resume_whose_start_file_is_gone_says_how_to_go_on(tmp_path, capsys):
     resumed = run("caption", ["fit", "--config", cfg, "--model.init_from", "null", "--trainer.default_root_dir", "b",
                               "--trainer.max_steps", "4", "--ckpt_path", last])  # fmt: skip
     assert resumed.trainer.global_step == 4
+
+
+def test_ckpt_path_last_with_nothing_saved_starts_a_fit_afresh_in_our_words(tmp_path, capsys, recwarn):
+    """A run stopped before its first save (while caption-train cached its features), resumed with --ckpt_path last:
+    Lightning's warning hinted at ModelCheckpoint(save_last=True), which the configs set; one note says it now. A
+    validate finds nothing to score: refused in one line."""
+    cfg = str(resumable_config(tmp_path, "text", every=2))
+    made = run("text", ["fit", "--config", cfg, "--trainer.max_steps", "1", "--trainer.default_root_dir", "empty",
+                        "--ckpt_path", "last"])  # fmt: skip
+    assert made.trainer.global_step == 1
+    err = capsys.readouterr().err
+    assert (
+        "text-train: note: --ckpt_path last: no last*.ckpt in empty/lightning_logs/* (the config's "
+        "trainer.default_root_dir, or its logger's save_dir); this fit starts from its first step"
+    ) in err
+    assert not [w for w in recwarn if "no last checkpoint available" in str(w.message)]
+    with pytest.raises(SystemExit) as exc:
+        run("text", ["validate", "--config", cfg, "--trainer.default_root_dir", "none", "--ckpt_path", "last"])
+    assert exc.value.code == 2
+    assert "--ckpt_path last: no last*.ckpt in none/lightning_logs/*" in capsys.readouterr().err

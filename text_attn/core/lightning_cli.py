@@ -367,6 +367,9 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                     kwargs["ckpt_path"] = str(path)
                 elif subcommand != "fit":
                     raise CheckpointRefused(run_checkpoints.not_found_message(name, self.trainer))
+                else:  # a fresh start, said in our words (Lightning's warning pointed at save_last=True)
+                    say(f"{prog}: note: {run_checkpoints.not_found_message(name, self.trainer, fit=True)}")
+                    kwargs["ckpt_path"] = None
             return kwargs
 
         def _parse_ckpt_path(self) -> None:

@@ -148,12 +148,16 @@ def resolve(name: str, trainer: Any) -> Path | None:
     return best_recorded(newest) if newest is not None else None
 
 
-def not_found_message(name: str, trainer: Any) -> str:
+def not_found_message(name: str, trainer: Any, fit: bool = False) -> str:
+    """``--ckpt_path best`` / ``last`` with none found: validate and test are refused with this line; ``fit`` starts
+    from its first step, and this note says so (Lightning's own warning hinted at ``save_last=True``, which the
+    configs set: nothing had been saved yet, e.g. a run stopped while it cached its features)."""
     folders = checkpoint_folders(trainer)
     where = ", ".join(str(f) for f in folders) or f"{Path(trainer.default_root_dir or '.') / 'lightning_logs'}/*"
     what = "no last*.ckpt" if name == "last" else "no checkpoint recording a best model"
+    then = "this fit starts from its first step" if fit else "give the .ckpt file's path"
     return (f"--ckpt_path {name}: {what} in {where} (the config's trainer.default_root_dir, or its logger's "
-            "save_dir); give the .ckpt file's path")  # fmt: skip
+            f"save_dir); {then}")  # fmt: skip
 
 
 def carried_best(state: dict[str, Any], dirpath: str, step: int | None = None) -> dict[str, Any]:
