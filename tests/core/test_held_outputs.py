@@ -5,6 +5,8 @@ in two); the commands' refusals, with a real second process, are in tests/cli/te
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -162,3 +164,32 @@ def test_stdout_is_no_file_to_hold(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with hold_outputs([("--output", "-"), ("--jsonl", None)]) as held:
         assert held.held == [] and os.listdir(tmp_path) == []  # no lock file named after '-'
+
+
+def test_one_file_under_two_names_is_held_by_its_inode(tmp_path):
+    """A hard link to the output gave a second run its own lock file beside its own name: both wrote the one file
+    (a torn line, photos twice and others missing, then a refused --resume). The file itself is locked where it has
+    other names; one name alone takes no lock on it."""
+    out = tmp_path / "c.jsonl"
+    out.write_text('{"image": "a.jpg"}\n')
+    linked = tmp_path / "sub"
+    linked.mkdir()
+    os.link(out, linked / "hard.jsonl")
+    with hold_outputs([("--jsonl", out)]) as held:
+        assert not _free(out)  # the file itself, by its inode
+        # another run, by the other name: refused (its own lock file beside that name was free)
+        code = (
+            "import sys; from text_attn.core.safe_files import OutputRefused, hold_outputs\n"
+            "try:\n    hold_outputs([('--jsonl', sys.argv[1])])\nexcept OutputRefused as e:\n    print(e)"
+        )
+        said = subprocess.run([sys.executable, "-c", code, str(linked / "hard.jsonl")], capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        assert said.stdout.strip() == (f"--jsonl {linked / 'hard.jsonl'} is being written by another process under "
+                                       "another of its names (a hard link to the same file): wait for it to end, or "
+                                       "give another file (nothing was written)"), said  # fmt: skip
+        assert len(held.held) == 1
+    assert _free(out)  # given back with the lock file
+    single = tmp_path / "single.jsonl"
+    single.write_text("x\n")
+    with hold_outputs([("--jsonl", single)]):
+        assert _free(single)  # one name: its lock file guards it, the file is not locked

@@ -427,18 +427,54 @@ def _lock(label: str, path: Path) -> int | None:
             os.close(fd)
             return None
         if _at_name(fd, lock):
+            try:
+                linked = _lock_linked(label, path)
+            except OutputRefused:
+                os.close(fd)
+                raise
             if _ours_to_write(fd):  # a file of someone else's at the name: locked as it is, never emptied
                 with contextlib.suppress(OSError):  # read only, or a full disk: the pid is not said, the lock holds
                     os.ftruncate(fd, 0)
                     os.write(fd, f"{os.getpid()}\n".encode())
             _LOCKED.add(_identity_of(fd))
             _HELD[fd] = lock
+            if linked is not None:
+                _LINKED[fd] = linked
             return fd
         os.close(fd)  # its holder ended and removed it (another run may have made it anew): the one there now
     return None
 
 
 _HELD: dict[int, Path] = {}  # the lock files this process holds: descriptor -> name
+_LINKED: dict[int, int] = {}  # a held lock file's descriptor -> that of its output, where the output has other names
+
+
+def _lock_linked(label: str, path: Path) -> int | None:
+    """An output that exists with other names (hard links) locked itself, by its inode (the descriptor; None where it
+    has one name, or cannot be opened or locked): the lock file beside a name guards that name only, and two runs
+    writing one file under two names each wrote its records through the other's (a torn line, photos twice and
+    others missing, and a --resume refused the file). OutputRefused where another process holds it. A link made
+    after a run has begun is not seen by it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink < 2 or (st.st_dev, st.st_ino) in _LOCKED:
+            os.close(fd)
+            return None
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise OutputRefused(f"{label} is being written by another process under another of its names (a hard link "
+                            "to the same file): wait for it to end, or give another file (nothing was written)"
+                            ) from None  # fmt: skip
+    except OSError:
+        os.close(fd)
+        return None
+    _LOCKED.add((st.st_dev, st.st_ino))
+    return fd
 
 
 def _give_back(fd: int, remove: bool = True) -> None:
@@ -447,6 +483,10 @@ def _give_back(fd: int, remove: bool = True) -> None:
     lock = _HELD.pop(fd, None)
     if lock is None:  # given back already (a forked child's copy, closed at the fork)
         return
+    if (linked := _LINKED.pop(fd, None)) is not None:
+        with contextlib.suppress(OSError):
+            _LOCKED.discard(_identity_of(linked))
+            os.close(linked)
     with contextlib.suppress(OSError):
         if remove and _at_name(fd, lock) and os.pread(fd, 64, 0).strip() == str(os.getpid()).encode():
             os.unlink(lock)
@@ -459,10 +499,11 @@ def _close_held_in_child() -> None:
     """In a process forked while outputs are held (a loader's workers): its copies of the lock files closed. A flock
     belongs to the open file, which a fork shares: workers orphaned by a SIGTERM to their parent held the output
     locked, and a --resume was refused naming the dead parent."""
-    for fd in list(_HELD):
+    for fd in [*_HELD, *_LINKED.values()]:
         with contextlib.suppress(OSError):
             os.close(fd)
     _HELD.clear()
+    _LINKED.clear()
     _LOCKED.clear()
 
 
