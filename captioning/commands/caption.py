@@ -562,16 +562,18 @@ def _caption_collection(captioner, args: argparse.Namespace, stdin: IO[str] | No
 
 
 def _once_each(paths: list[str]) -> list[str]:
-    """The inputs with a photo named again (``caption photos photos/2024``, a file named two ways) dropped, said in
-    one note: it was captioned twice, and ``--resume``, which knows a photo by its path, then counted it done twice
-    and wrote a file unlike the run it continued."""
+    """The inputs with a photo named again (``caption photos photos/2024``, a file named two ways, a symbolic link to
+    a photo named too) dropped, said in one note: it was captioned twice, and ``--resume``, which knows a photo by its
+    path, then counted it done twice and wrote a file unlike the run it continued. (A link to a file is resolved here
+    alone: one lstat a photo; a link to a folder is resolved by image_key.)"""
     from captioning.photos.collection import image_key
     from captioning.photos.shards import is_shard
 
     seen: set[str] = set()
     kept, again = [], []
     for path in paths:
-        key = None if is_shard(path) else image_key(path)  # a shard's members are its own
+        # a shard's members are its own; a link to a file is the file it names
+        key = None if is_shard(path) else image_key(os.path.realpath(path) if os.path.islink(path) else path)
         if key is not None and key in seen:
             again.append(path)
             continue

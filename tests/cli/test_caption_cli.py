@@ -688,6 +688,16 @@ def test_a_photo_named_twice_is_captioned_once_and_resume_gives_the_runs_file(ca
     assert out_file.read_text() == full
 
 
+def test_a_link_to_a_photo_named_too_is_captioned_once(capsys, model_file, album, tmp_path):
+    """A folder holding a photo and a symbolic link to it captioned the photo twice, once under each name (a link to
+    a folder was followed once): the link is the photo it names."""
+    (album / "a1_link.png").symlink_to(album / "a1.png")
+    code, out, err = run(capsys, album, "--model", model_file, *FAST)
+    assert code == 0 and "caption: note: 1 input(s) name a photo named before (first: " in err
+    assert len(out.strip().splitlines()) == 5  # the album's 5 photos, each once
+    assert "a1_link.png" not in out and "a1.png" in out  # the name sorted first: the photo's own here
+
+
 def test_resume_drops_only_a_torn_last_line(tmp_path):
     """A killed run's last record is cut before its newline: that line is dropped. A whole last line (newline and
     all) that is not a caption record is someone's own: the file is refused and left as it is (it was rewritten
