@@ -1108,3 +1108,19 @@ def test_a_batch_and_workers_are_no_larger_than_the_photos_need(model_file, tmp_
     err = capsys.readouterr().err
     assert "caption: note: --workers 3 on 1 core(s): the workers share the cores" in err
     assert "This DataLoader will create" not in err
+
+
+def test_an_interrupted_run_says_how_many_of_its_photos_failed(capsys, model_file, album, tmp_path, monkeypatch):
+    """ "interrupted after 2 image(s) in FILE; --resume continues after them" counted a photo that failed, which the
+    --resume then tried again: the failed ones are said."""
+    import captioning.commands.caption_batch as cli
+
+    (album / "0broken.png").write_bytes(b"not a png")  # sorted first: in the first batch
+    monkeypatch.setattr(cli, "caption_items", ctrl_c_at(cli.caption_items, 2))
+    jsonl = tmp_path / "out.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        caption_main([str(album), "--model", str(model_file), *FAST, "--batch-size", "2", "--workers", "0", "--jsonl",
+                      str(jsonl)])  # fmt: skip
+    assert exc.value.code == 130
+    said = f"caption: interrupted after 2 image(s) in {jsonl}; --resume continues after them"
+    assert capsys.readouterr().err.splitlines()[-1] == f"{said} (1 failed: --resume tries them again)"
