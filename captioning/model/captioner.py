@@ -353,6 +353,8 @@ class Captioner:
 
         name = str(path)
         path = model_path(path)
+        if path.is_dir():  # it said "no such file" of a folder that is there (a run folder given for its model)
+            raise ValueError(f"model.init_from: {name} is a folder: give a model file or a .ckpt in it")
         if not path.is_file():
             raise ValueError(f"model.init_from: {missing(name, 'no such file')}")
         if path.suffix == ".ckpt":

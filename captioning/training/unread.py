@@ -48,7 +48,9 @@ def unread_options(config: dict) -> list[Unread]:
     found = unread_without_scst(dotted(model, "objective") or {}, extra=("scst_bleu", "scst_meteor"))
     found += from_chunks(data, CHUNKS_UNREAD)
     attention = dotted(model, "decoder.attention") or "soft"
-    if attention != "hard":
+    # an attention of neither kind: the decoder refuses it by name (here its hard options were "read by no
+    # model.decoder.attention stochastic", which never said the value was wrong)
+    if attention == "soft":
         found.append(Unread(HARD_OPTIONS, f"model.decoder.attention {attention}",
                             "set model.decoder.attention hard (options of hard attention)"))  # fmt: skip
     elif (dotted(model, "objective.rl_reward") or "caption") == "word":  # each region its own word's log-probability

@@ -208,6 +208,7 @@ def test_fit_that_keeps_the_vocabulary_reads_new_words_as_unknown(shapes_folder,
         (["--model.init_member", "1"], "model.init_member picks a decoder of model.init_from's ensemble"),
         (["--model.init_from", "shapes", "--model.init_vocab", "grow"], "model.init_vocab must be one of extend, keep"),
         (["--model.init_from", "nowhere.pt"], "model.init_from: nowhere.pt: no such file"),
+        (["--model.init_from", "."], "model.init_from: . is a folder: give a model file or a .ckpt in it"),  # "no such"
     ],
 )
 def test_bad_starts_are_one_line(args, message, cli_run_in_tmp, capsys):

@@ -235,10 +235,25 @@ def test_zero_threads_is_refused(main, capsys):
     assert exc.value.code == 2 and capsys.readouterr().err == f"{main}: error: --threads must be at least 1, got 0\n"
 
 
+def test_an_infinite_rate_or_weight_in_a_config_file_is_refused_by_name(capsys, cli_run_in_tmp, tmp_path):
+    """The command line refuses inf ("expected a float"), YAML's .inf passed: entropy_lambda .inf made the loss -inf
+    at step 0 and the line blamed the learning rate; an infinite lr passed too."""
+    for main, base, text, says in (
+            (caption_train, ["--config", "shapes_hard"], "model:\n  objective:\n    entropy_lambda: .inf\n",
+             "caption-train: error: model.objective.entropy_lambda must be a finite number, got inf"),
+            (text_train, [], "model:\n  lr: .inf\n",
+             "text-train: error: model.lr must be a positive finite number, got inf")):  # fmt: skip
+        config = tmp_path / "inf.yaml"
+        config.write_text(text)
+        with pytest.raises(SystemExit) as exc:
+            main(["fit", *base, "--config", str(config)])
+        assert exc.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1] == says
+
+
 @pytest.mark.parametrize(
     ("main", "args", "message"),
     [
-        (text_train, ["--model.lr", "-1"], "text-train: error: model.lr must be positive, got -1"),
+        (text_train, ["--model.lr", "-1"], "text-train: error: model.lr must be a positive finite number, got -1"),
         (
             text_train,
             ["--model.objective.label_smoothing", "1.5"],
@@ -249,7 +264,7 @@ def test_zero_threads_is_refused(main, capsys):
             ["--model.val_beam_size", "0"],
             "text-train: error: model.val_beam_size must be at least 1, got 0",
         ),
-        (caption_train, ["--model.lr", "0"], "caption-train: error: model.lr must be positive, got 0"),
+        (caption_train, ["--model.lr", "0"], "caption-train: error: model.lr must be a positive finite number, got 0"),
         (caption_train, ["--model.objective.ds_lambda", "-2"], "model.objective.ds_lambda must be at least 0, got -2"),
     ],
 )

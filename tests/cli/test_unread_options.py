@@ -306,3 +306,16 @@ def test_options_given_as_a_yaml_block_are_given_one_by_one(until_made, capsys):
     assert "a run without model.objective.scst reads no model.objective.scst_samples" in line
     line = refused(text_train, capsys, *TEXT, "--model.objective={scst_baseline: leave_one_out, label_smoothing: 0.1}")
     assert "a run without model.objective.scst reads no model.objective.scst_baseline:" in line
+
+
+def test_an_unknown_attention_is_said_as_unknown_not_as_reading_no_hard_options(until_made, capsys):
+    """``--model.decoder.attention stochastic`` beside the hard options was refused as "model.decoder.attention
+    stochastic reads no model.objective.soft_warmup, ...", never saying the value was wrong."""
+    with pytest.raises(Made):  # past the unread options' check: the decoder, made next, refuses it by name
+        caption_train([*map(str, CAPTION), "--model.decoder.attention", "stochastic", "--model.objective.soft_warmup",
+                       "5"])  # fmt: skip
+    assert capsys.readouterr().err == ""
+    from captioning.model.decoder import DecoderConfig
+
+    with pytest.raises(ValueError, match=r"^unknown attention 'stochastic'; choose one of \('soft', 'hard'\)$"):
+        DecoderConfig(attention="stochastic")

@@ -764,8 +764,12 @@ def _no_best_reason(trainer) -> str:
 
 def check_options(prefix: str = "model", **ranges: tuple[float | None, float, float]) -> None:
     """Rates, weights and widths out of range, refused up front by name: each keyword is (value, low, high), both
-    bounds included (``high`` may be math.inf); a None value is not checked. One ValueError line."""
+    bounds included (``high`` may be math.inf, which no value may be: ``entropy_lambda: .inf`` in a config file,
+    which the command line refuses, made the loss -inf at step 0, and the line blamed the rate); a None value is not
+    checked. One ValueError line."""
     for name, (value, low, high) in ranges.items():
+        if value is not None and math.isinf(value):
+            raise ValueError(f"{prefix}.{name} must be a finite number, got {value:g}")
         if value is not None and not low <= value <= high:
             span = f"at least {low:g}" if high == float("inf") else f"between {low:g} and {high:g}"
             raise ValueError(f"{prefix}.{name} must be {span}, got {value:g}")
@@ -774,8 +778,8 @@ def check_options(prefix: str = "model", **ranges: tuple[float | None, float, fl
 def check_training_options(lr: float, val_beam_size: int, **more) -> None:
     """What both families' modules take: a positive learning rate, a beam of 1 or more, and ``more`` ranges for
     check_options. One ValueError line naming the option."""
-    if not lr > 0:
-        raise ValueError(f"model.lr must be positive, got {lr:g}")
+    if not 0 < lr < float("inf"):
+        raise ValueError(f"model.lr must be a positive finite number, got {lr:g}")
     inf = float("inf")
     check_options(val_beam_size=(val_beam_size, 1, inf), **more)
 
