@@ -431,6 +431,14 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             for block, saved, cls in blocks:
                 if isinstance(saved, dict):
                     _fill_unset(self.config[sub][block], block, dict(saved), cls, given)
+            saved_arch = (ckpt.get("hyper_parameters") or {}).get("arch")
+            arch = self.config[sub]["model"].get("arch") if "model" in self.config[sub] else None
+            if sub == "fit" and saved_arch is not None and arch is not None and arch != saved_arch:
+                # its network's keys came back from the checkpoint whatever was given, and the refusal said to clear
+                # them with --model.network null, which had been given: the architecture is the checkpoint's
+                raise ValueError(f"--ckpt_path {ckpt_path}: a model.arch {saved_arch} checkpoint; a resume goes on "
+                                 f"with its weights and architecture: drop --model.arch {arch}, or start a new fit "
+                                 "without --ckpt_path")  # fmt: skip
 
     ToolkitCLI.parser_class_ = OneLineParser
     ToolkitCLI.save_config_class_ = functools.partial(SafeSaveConfig, one_batch=one_batch)
