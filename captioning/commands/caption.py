@@ -84,7 +84,7 @@ from captioning.model.bundled import (  # noqa: F401 - names others import
     text_model_named,
 )
 from text_attn.core import startup_gc
-from text_attn.core.drawn_seed import SEED_VARIABLE, settle_seed
+from text_attn.core.drawn_seed import SEED_VARIABLE, say_seed, settle_seed
 from text_attn.core.errors import and_more, check_dash_inputs, dash_refused, emit, fail, missing, one_line
 from text_attn.core.fast_exit import leaving
 from text_attn.core.os_text import utf8_text
@@ -302,11 +302,25 @@ def _checked_options(args: argparse.Namespace, argv: list[str] | None) -> int:
     if args.jsonl == "-":  # the records on stdout, one a line as batches are done (no FILE, no FILE.run.json)
         args.jsonl, args.jsonl_stdout = None, True
     # --sample without --sample-seed: one seed for the run (said once the options pass), which the processes this one
-    # starts take from it; each process another launcher started would draw its own, so none is drawn there
-    alone = args.num_nodes == 1 and not any(k in os.environ for k in LAUNCHED)
+    # starts take from it; each process another launcher started would draw its own, so none is drawn there (one
+    # process, without --devices, draws its own under any launcher: a SLURM job's sets SLURM_NTASKS)
+    alone = args.devices is None or (args.num_nodes == 1 and not any(k in os.environ for k in LAUNCHED))
+    unseeded = args.sample_seed is None
     args.seed_note = settle_seed(args, [args.jsonl] if args.resume and args.jsonl else [], alone)
-    if args.sample_seed is not None and args.devices is not None and args.devices > 1:
+    # for this run's other processes alone (those it starts, or Lightning's launcher, which copies os.environ): gone
+    # after it, or a later --sample run in this process (a notebook's) took it silently
+    passed = unseeded and args.sample_seed is not None and alone and (args.devices or 1) > 1
+    if passed:
         os.environ[SEED_VARIABLE] = str(args.sample_seed)
+    try:
+        return _on_processes(args, argv)
+    finally:
+        if passed:
+            os.environ.pop(SEED_VARIABLE, None)
+
+
+def _on_processes(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The run on this process, or with --devices N on this one and the N - 1 it starts now."""
     if not should_start(args.devices, args.num_nodes):
         return _checked_run(args)
     # --devices N: the other processes start now and import and load beside this one (captioning.commands.process_start)
@@ -367,8 +381,8 @@ def _checked_run(args: argparse.Namespace) -> int:
     note = check_search_options("caption", args, words=words, model=str(_model_file(args)))
     if note and not args.model_info and first_process():
         print(f"caption: note: {note}", file=sys.stderr)
-    if getattr(args, "seed_note", None) and not args.model_info and first_process():
-        print(f"caption: note: {args.seed_note}", file=sys.stderr)
+    if not args.model_info and first_process() and not (args.resume and args.jsonl):  # a resume's: once it is checked
+        say_seed("caption", args)
     if args.decode_on_device:
         from captioning.photos.device_prepare import supported
 

@@ -25,6 +25,7 @@ from captioning.commands.caption_batch import (
     tally,
 )
 from captioning.commands.caption_run import check_resume
+from text_attn.core.drawn_seed import say_seed
 from text_attn.core.errors import close_quietly, emit, fail, one_line
 from text_attn.core.run_record import record_run, run_file
 from text_attn.core.safe_files import check_output, open_stream, probe_writable, release_held_on_exit
@@ -60,6 +61,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
             fail("caption", f"cannot use --jsonl {args.jsonl}: {one_line(err, 300)}")
         if refused:
             fail("caption", refused)
+        say_seed("caption", args)  # the --sample seed taken or drawn: said once the resume is not refused
     report = _open_html(captioner, args)  # before --jsonl: a bad --html must not have emptied FILE
     out, done = None, set()
     shards = any(is_shard(p) for p in paths)

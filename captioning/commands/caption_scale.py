@@ -53,6 +53,7 @@ from captioning.commands.process_start import loop_started
 from captioning.photos.collection import ResumeError, captioned_lines, done_in, image_key
 from captioning.photos.photo_stream import Id, IdIn, NameIn, PhotoStream, owner, photo_batches
 from captioning.photos.shards import is_shard
+from text_attn.core.drawn_seed import say_seed
 from text_attn.core.errors import fail, one_line
 from text_attn.core.part_files import (
     LineCounter,
@@ -119,6 +120,8 @@ class CaptionPredictor(pl.LightningModule):
         try:
             if self.args.resume and settings is not None and (refused := check_resume(jsonl, settings, rank == 0)):
                 _stop(rank, refused)
+            if self.args.resume and rank == 0:  # the --sample seed taken or drawn: said once the resume passed
+                say_seed("caption", self.args)
             if self.args.resume:  # every process reads what is done; none writes before the barrier
                 old = parts / MANIFEST
                 if old.is_file() and json.loads(old.read_text(encoding="utf-8")) != manifest:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 
+import pytest
 from test_search_flags import _text_model_file
 
 from text_attn.core.drawn_seed import SEED_VARIABLE, settle_seed
@@ -38,6 +40,9 @@ def test_a_seed_is_drawn_only_for_a_sample_run_without_one(monkeypatch, tmp_path
     monkeypatch.setenv(SEED_VARIABLE, "123")
     started = _args()
     assert settle_seed(started, alone=False) is None and started.sample_seed == 123
+    # the first process never does: a variable left in its environment (a notebook's earlier run) is no run's seed
+    first = _args()
+    assert settle_seed(first).startswith("--sample drew with seed") and first.sample_seed != 123
 
 
 def test_a_resume_takes_the_seed_its_run_records(monkeypatch, tmp_path):
@@ -121,3 +126,63 @@ def test_caption_says_the_seed_it_drew_and_a_jsonl_resume_goes_on_with_it(monkey
     assert caption_main([*sample, "--jsonl", str(first), "--resume", "--batch-size", "2"]) == 0
     assert f"caption: note: --resume goes on with the run's --sample-seed {seed}" in capsys.readouterr().err
     assert captions(first) == captions(again)
+
+
+def test_caption_gives_its_drawn_seed_to_its_own_processes_alone(monkeypatch, tmp_path, capsys):
+    """The seed went into os.environ for the processes --devices starts and stayed: every later --sample run in the
+    process (a notebook's), and the programs it started, drew with it, silently."""
+    from captioning.commands import caption
+    from captioning.commands.caption import caption_main
+
+    monkeypatch.delenv(SEED_VARIABLE, raising=False)
+    for name in ("LOCAL_RANK", "SLURM_NTASKS", "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_SIZE", "JSM_NAMESPACE_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    seen = []
+    monkeypatch.setattr(caption, "_on_processes", lambda args, argv: seen.append((os.environ.get(SEED_VARIABLE),
+                                                                                  args.sample_seed)) or 0)  # fmt: skip
+    photo = tmp_path / "p.png"
+    photo.write_bytes(b"")
+    assert caption_main([str(photo), "--model", "shapes", "--sample", "--devices", "2", "--jsonl",
+                         str(tmp_path / "o.jsonl")]) == 0  # fmt: skip
+    assert seen[-1][0] == str(seen[-1][1])  # during the run: for the processes it starts
+    assert SEED_VARIABLE not in os.environ  # after it: gone
+    assert caption_main([str(photo), "--model", "shapes", "--sample", "--sample-seed", "5", "--devices", "2",
+                         "--jsonl", str(tmp_path / "o.jsonl")]) == 0  # fmt: skip
+    assert seen[-1] == (None, 5)  # a seed typed reaches them on their command line
+
+
+def test_one_caption_process_under_a_launcher_draws_its_seed(monkeypatch, tmp_path, capsys):
+    """A SLURM job sets SLURM_NTASKS: one caption process in it (no --devices) drew no seed, as if each of several
+    processes would draw its own."""
+    from captioning.commands.caption import caption_main
+
+    monkeypatch.delenv(SEED_VARIABLE, raising=False)
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    photo = tmp_path / "p.png"
+    from PIL import Image
+
+    Image.new("RGB", (32, 32), (200, 30, 30)).save(photo)
+    assert caption_main([str(photo), "--model", "shapes", "--sample"]) == 0
+    assert "caption: note: --sample drew with seed" in capsys.readouterr().err
+
+
+def test_a_refused_caption_resume_says_no_seed_first(monkeypatch, tmp_path, capsys):
+    """A greedy run's file resumed with --sample: the seed drawn was said, then the refusal named it as what
+    differed; the refusal alone now."""
+    from PIL import Image
+
+    from captioning.commands.caption import caption_main
+
+    monkeypatch.delenv(SEED_VARIABLE, raising=False)
+    photos = []
+    for i in range(2):
+        photos.append(str(tmp_path / f"p{i}.png"))
+        Image.new("RGB", (32, 32), (100 * i, 30, 30)).save(photos[-1])
+    out = tmp_path / "greedy.jsonl"
+    assert caption_main([*photos, "--model", "shapes", "--jsonl", str(out)]) == 0
+    out.write_text(out.read_text().splitlines(keepends=True)[0])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        caption_main([*photos, "--model", "shapes", "--jsonl", str(out), "--resume", "--sample"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("caption: error: --resume:"), err

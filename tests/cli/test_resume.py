@@ -632,3 +632,21 @@ def test_ckpt_path_last_with_nothing_saved_starts_a_fit_afresh_in_our_words(tmp_
         run("text", ["validate", "--config", cfg, "--trainer.default_root_dir", "none", "--ckpt_path", "last"])
     assert exc.value.code == 2
     assert "--ckpt_path last: no last*.ckpt in none/lightning_logs/*" in capsys.readouterr().err
+
+
+def test_a_resume_with_another_arch_is_refused_naming_the_checkpoints(tmp_path, capsys):
+    """--model.arch transformer --model.network null --model.network {...} beside an RNN's --ckpt_path was refused
+    with "give --model.network null before the new block", which had been given: the checkpoint's architecture."""
+    cfg = str(resumable_config(tmp_path, "text", every=1))
+    run("text", ["fit", "--config", cfg, "--trainer.max_steps", "1", "--trainer.default_root_dir", "a"])
+    last = next(Path("a").rglob("last.ckpt"))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        run("text", ["fit", "--config", cfg, "--trainer.max_steps", "2", "--trainer.default_root_dir", "a",
+                     "--ckpt_path", str(last), "--model.arch", "transformer", "--model.network", "null",
+                     "--model.network", "{d_model: 32, num_heads: 2}"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and err == [
+        f"text-train: error: --ckpt_path {last}: a model.arch rnn checkpoint; a resume goes on with its weights and "
+        "architecture: drop --model.arch transformer, or start a new fit without --ckpt_path"
+    ], err

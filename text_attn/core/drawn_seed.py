@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -39,11 +40,13 @@ def settle_seed(args: argparse.Namespace, resumed: Iterable[str | Path] = (), al
     """Set ``args.sample_seed`` where ``--sample`` is given without one, and return the note that says it (None:
     nothing to say). ``resumed``: the output files a ``--resume`` continues (their run records); ``alone``: whether
     this process may draw for the whole run (False where another launcher starts each process: each would draw its
-    own seed, so none is drawn and the draws are fresh, as before)."""
+    own seed, so none is drawn and the draws are fresh, as before; False too in the processes a caption run starts,
+    which take its seed from ``SEED_VARIABLE``)."""
     if not args.sample or args.sample_seed is not None:
         return None
     inherited = os.environ.get(SEED_VARIABLE)
-    if inherited is not None and inherited.isdigit():  # a process the first one started: its seed, said there
+    # a process the first one started (never the first, alone: a variable left in its environment is no run's seed)
+    if not alone and inherited is not None and inherited.isdigit():
         args.sample_seed = int(inherited)
         return None
     sampled, seed = _recorded(resumed)
@@ -56,3 +59,11 @@ def settle_seed(args: argparse.Namespace, resumed: Iterable[str | Path] = (), al
         return None
     args.sample_seed = secrets.randbelow(DRAWN_BELOW)
     return f"--sample drew with seed {args.sample_seed}: --sample-seed {args.sample_seed} draws the same again"
+
+
+def say_seed(prog: str, args: argparse.Namespace) -> None:
+    """The note :func:`settle_seed` returned, on stderr, once (``args.seed_note`` cleared): where a ``--resume`` is
+    checked, after that check (a refused resume said the seed first, then named it as what differed)."""
+    note, args.seed_note = getattr(args, "seed_note", None), None
+    if note:
+        print(f"{prog}: note: {note}", file=sys.stderr)

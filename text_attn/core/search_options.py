@@ -25,7 +25,7 @@ SEED_REPEATS = {
 }
 # where no seed is drawn for a run (text_attn/core/drawn_seed.py): each process would draw its own
 SEED_NOT_DRAWN = {
-    "caption": "; none is drawn with --num-nodes or processes another launcher starts: give one",
+    "caption": "; none is drawn with --num-nodes, or --devices under another launcher: give one",
     "translate": "",
 }
 PICTURES = {"caption": "--overlay, --html", "translate": "--plot, --html"}  # each command's pictures and pages
