@@ -168,28 +168,33 @@ def test_stdout_is_no_file_to_hold(tmp_path, monkeypatch):
 
 def test_one_file_under_two_names_is_held_by_its_inode(tmp_path):
     """A hard link to the output gave a second run its own lock file beside its own name: both wrote the one file
-    (a torn line, photos twice and others missing, then a refused --resume). The file itself is locked where it has
-    other names; one name alone takes no lock on it."""
+    (a torn line, photos twice and others missing, then a refused --resume). The file itself is locked too: where
+    it exists when held, and where the run makes it, once opened (a link made to it later is seen)."""
+    code = (
+        "import sys; from text_attn.core.safe_files import OutputRefused, hold_outputs\n"
+        "try:\n    hold_outputs([('--jsonl', sys.argv[1])])\nexcept OutputRefused as e:\n    print(e)"
+    )
+
+    def other_run(path) -> str:  # another process holding ``path``: what it is told
+        said = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+        return said.stdout.strip()
+
     out = tmp_path / "c.jsonl"
     out.write_text('{"image": "a.jpg"}\n')
-    linked = tmp_path / "sub"
-    linked.mkdir()
-    os.link(out, linked / "hard.jsonl")
     with hold_outputs([("--jsonl", out)]) as held:
         assert not _free(out)  # the file itself, by its inode
-        # another run, by the other name: refused (its own lock file beside that name was free)
-        code = (
-            "import sys; from text_attn.core.safe_files import OutputRefused, hold_outputs\n"
-            "try:\n    hold_outputs([('--jsonl', sys.argv[1])])\nexcept OutputRefused as e:\n    print(e)"
+        os.link(out, tmp_path / "hard.jsonl")
+        assert other_run(tmp_path / "hard.jsonl") == (
+            f"--jsonl {tmp_path / 'hard.jsonl'} is being written by another process under another of its names (a "
+            "hard link to the same file): wait for it to end, or give another file (nothing was written)"
         )
-        said = subprocess.run([sys.executable, "-c", code, str(linked / "hard.jsonl")], capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
-        assert said.stdout.strip() == (f"--jsonl {linked / 'hard.jsonl'} is being written by another process under "
-                                       "another of its names (a hard link to the same file): wait for it to end, or "
-                                       "give another file (nothing was written)"), said  # fmt: skip
         assert len(held.held) == 1
     assert _free(out)  # given back with the lock file
-    single = tmp_path / "single.jsonl"
-    single.write_text("x\n")
-    with hold_outputs([("--jsonl", single)]):
-        assert _free(single)  # one name: its lock file guards it, the file is not locked
+    made = tmp_path / "made.jsonl"
+    with hold_outputs([("--jsonl", made)]):
+        assert not made.exists()
+        with safe_files.open_stream(made) as stream:  # the run makes it: locked once opened
+            stream.write("x\n")
+            os.link(made, tmp_path / "later.jsonl")
+            assert "under another of its names" in other_run(tmp_path / "later.jsonl")
+    assert _free(made)

@@ -317,6 +317,7 @@ def open_stream(path: str | Path, append: bool = False) -> IO[str]:
         if not stat.S_ISREG(st.st_mode):
             raise OutputRefused(f"{path} exists and is {_kind(st.st_mode)}, not a regular file: give a file path")
         _blocking(fd)
+        _lock_opened(path, fd)  # before it is emptied: another run writing it by another name refuses this one
         if not append:
             os.ftruncate(fd, 0)  # now, not by O_TRUNC: only a file known to be regular is emptied
         return os.fdopen(fd, "w", encoding="utf-8")
@@ -428,7 +429,7 @@ def _lock(label: str, path: Path) -> int | None:
             return None
         if _at_name(fd, lock):
             try:
-                linked = _lock_linked(label, path)
+                linked = _lock_file(label, path)
             except OutputRefused:
                 os.close(fd)
                 raise
@@ -446,22 +447,35 @@ def _lock(label: str, path: Path) -> int | None:
 
 
 _HELD: dict[int, Path] = {}  # the lock files this process holds: descriptor -> name
+
+
+def _lock_opened(path: str | Path, fd: int) -> None:
+    """An output this process holds (:func:`hold_outputs`), just opened, locked itself where that was not done when
+    it was held (it did not exist then). OutputRefused where another process holds the file by another name."""
+    if fcntl is None:
+        return
+    lock = _lock_path(Path(path))
+    held = next((h for h, name in _HELD.items() if name == lock and h not in _LINKED), None)
+    if held is not None and (locked := _lock_file(f"{path}", Path(path), fd)) is not None:
+        _LINKED[held] = locked
+
+
 _LINKED: dict[int, int] = {}  # a held lock file's descriptor -> that of its output, where the output has other names
 
 
-def _lock_linked(label: str, path: Path) -> int | None:
-    """An output that exists with other names (hard links) locked itself, by its inode (the descriptor; None where it
-    has one name, or cannot be opened or locked): the lock file beside a name guards that name only, and two runs
-    writing one file under two names each wrote its records through the other's (a torn line, photos twice and
-    others missing, and a --resume refused the file). OutputRefused where another process holds it. A link made
-    after a run has begun is not seen by it."""
+def _lock_file(label: str, path: Path, fd: int | None = None) -> int | None:
+    """An output locked itself, by its inode, beside the lock file at its name (the descriptor; None where it is not
+    there yet, not a regular file, or cannot be locked): the lock file guards one name only, and two runs writing one
+    file under two names (a hard link) each wrote its records through the other's (a torn line, photos twice and
+    others missing, and a --resume refused the file). OutputRefused where another process holds it. ``fd``: the
+    output as :func:`open_stream` opened it (a file the run made: locked then, so a link made to it later is seen)."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0)) if fd is None else os.dup(fd)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink < 2 or (st.st_dev, st.st_ino) in _LOCKED:
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in _LOCKED:
             os.close(fd)
             return None
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
