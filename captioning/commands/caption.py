@@ -259,7 +259,9 @@ def _held_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     first process alone: the other processes of a --devices run write their own parts of its run."""
     if not first_process():
         return []
-    return [("--jsonl", args.jsonl), ("--html", args.html), ("--scores", args.scores)]  # --jsonl -: stdout, not held
+    # --overlay DIR too: two runs' overlays of photos named alike replaced each other, each run's records naming them
+    return [("--jsonl", args.jsonl), ("--html", args.html), ("--scores", args.scores),
+            ("--overlay", args.overlay)]  # fmt: skip  # --jsonl -: stdout, not held
 
 
 MAX_BATCH = 65_536  # --batch-size's largest: 38 GiB of prepared photos at 224 x 224

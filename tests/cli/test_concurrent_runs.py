@@ -99,6 +99,18 @@ def test_a_second_caption_page_being_written_is_refused(tmp_path, capsys, no_mod
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.png"]  # o.jsonl's lock given back and removed
 
 
+def test_a_second_caption_into_an_overlay_folder_being_written_is_refused(tmp_path, capsys, no_model_loads):
+    """Two runs' overlays of photos named alike (img1.jpg in two folders) replaced each other in one --overlay DIR,
+    each run's records naming the files, both exit 0."""
+    folder = tmp_path / "ov"
+    folder.mkdir()
+    Image.new("RGB", (20, 20)).save(tmp_path / "b.png")
+    with held_elsewhere(folder):
+        err = _refused(caption_main, [tmp_path / "b.png", "--model", "shapes", "--overlay", folder], capsys)
+    assert f"--overlay {folder} is being written by another process" in err
+    assert list(folder.iterdir()) == []
+
+
 def test_a_second_translate_output_or_alignments_being_written_is_refused(tmp_path, capsys, no_model_loads):
     same, mine = tmp_path / "same.txt", tmp_path / "mine.txt"
     same.write_text("Ein Hund läuft.\n")
