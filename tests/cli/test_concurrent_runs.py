@@ -179,3 +179,16 @@ def test_the_audits_two_devices_runs_the_second_refused_the_first_whole(tmp_path
     images = [json.loads(line)["image"] for line in out.read_text().splitlines()]
     assert images == [str(p) for p in sorted(big.iterdir())]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big", "few", "out.jsonl", "out.jsonl.run.json"]
+
+
+def test_an_export_to_an_out_another_export_writes_is_refused(tmp_path, capsys):
+    """Two exports to one OUT both said "wrote ... from ..." and one of them was lost."""
+    from captioning.commands.export import export_main as caption_export
+    from text_attn.translation.export import export_main as text_export
+
+    out = tmp_path / "out.pt"
+    for main, model in ((caption_export, "shapes"), (text_export, "bahdanau")):
+        with held_elsewhere(out):
+            err = _refused(main, [model, out], capsys)
+        assert f"OUT {out} is being written by another process" in err
+        assert not out.exists()

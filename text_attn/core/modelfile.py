@@ -15,7 +15,7 @@ from typing import Any
 
 from text_attn.core.errors import missing, one_line
 from text_attn.core.run_checkpoints import CODE_REFUSED, holds_code, starts_as_torch, torch_unreadable
-from text_attn.core.safe_files import inert, refuse_overlap, write_bytes
+from text_attn.core.safe_files import OutputRefused, hold_outputs, inert, refuse_overlap, write_bytes
 
 
 class ModelFileError(RuntimeError):
@@ -334,6 +334,10 @@ def export_command(
     # the bundled names resolved as CHECKPOINT's is ("--average transformer" beside "transformer")
     given = [named(v) if named is not None else v for k in ("average", "ensemble") for v in (extra.get(k) or [])]
     twice = _given_twice(args.input, given)
+    try:  # one export writes OUT at a time (two to one OUT both said "wrote", one of them lost)
+        held = hold_outputs([("OUT", args.output)])
+    except OutputRefused as err:
+        fail(prog, str(err))
     try:
         _refuse_checkpoint_in_place(args.input, args.output)
         line = convert(args.input, args.output, args.half, **extra)
@@ -341,6 +345,8 @@ def export_command(
         fail(prog, str(err))
     except OSError as err:
         fail(prog, f"cannot write {args.output}: {getattr(err, 'strerror', None) or one_line(err)}")
+    finally:
+        held.release()
     try:
         if twice:  # said once the file is written (a refusal is one line)
             print(f"{prog}: note: {twice} is given twice: its weights count twice (an ensemble of it with itself "
