@@ -146,7 +146,12 @@ def test_the_other_processes_of_a_devices_run_hold_nothing(monkeypatch):
 
     args = _parser().parse_args(["p.png", "--jsonl", "o.jsonl", "--devices", "2", "--scores", "s.json"])
     monkeypatch.setenv("LOCAL_RANK", "0")
-    assert caption._held_outputs(args) == [("--jsonl", "o.jsonl"), ("--html", None), ("--scores", "s.json")]
+    assert caption._held_outputs(args) == [
+        ("--jsonl", "o.jsonl"),
+        ("--html", None),
+        ("--scores", "s.json"),
+        ("--overlay", None),
+    ]
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert caption._held_outputs(args) == []
     monkeypatch.setenv("RANK", "5")  # torchrun's, on another machine
