@@ -197,3 +197,22 @@ def test_an_export_to_an_out_another_export_writes_is_refused(tmp_path, capsys):
             err = _refused(main, [model, out], capsys)
         assert f"OUT {out} is being written by another process" in err
         assert not out.exists()
+
+
+def test_a_fit_whose_model_file_another_fit_writes_is_refused(tmp_path, capsys, cli_run_in_tmp):
+    """The shipped configs name one model file per config: two fits of one config each said "wrote model file:
+    runs/.../model.pt", the second's weights in it. The second is refused before it trains."""
+    from text_attn.translation.train_cli import text_train_cli
+
+    model = tmp_path / "model.pt"
+    args = ["fit", "--config", str(ROOT / "tests/fixtures/text/tiny_reorder.yaml"), "--model.export_path", str(model),
+            "--trainer.max_steps", "1"]  # fmt: skip
+    with held_elsewhere(model):
+        with pytest.raises(SystemExit) as exc:
+            text_train_cli(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and (f"text-train: error: model.export_path {model} is being written by another "
+                                    "process") in err and "give --model.export_path" in err  # fmt: skip
+    assert not model.exists()
+    text_train_cli(args)  # the other fit ended: this one writes it, and gives its lock back
+    assert model.is_file() and not (tmp_path / ".model.pt.attention-toolkit.lock").exists()

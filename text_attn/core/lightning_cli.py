@@ -304,12 +304,21 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             try:
                 super()._run_subcommand(subcommand)
             except BaseException as exc:
+                self._give_back_export()
                 unused_runs.remove_unused(made)
                 if isinstance(exc, SystemExit) and getattr(self.trainer, "received_sigterm", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand), code=143) from None
                 if isinstance(exc, SystemExit) and exc.code == 1 and getattr(self.trainer, "interrupted", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand)) from None
                 raise
+            self._give_back_export()
+
+        def _give_back_export(self) -> None:
+            """The model file's lock (:meth:`before_fit`) given back: the fit has written it, or ended."""
+            held = getattr(self, "_held_export", None)
+            if held is not None:
+                held.release()
+                self._held_export = None
 
         def _resumes(self) -> bool:
             """Whether this fit goes on from a checkpoint: ``--ckpt_path`` a file, or ``best`` / ``last`` of an
@@ -338,6 +347,15 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             path = getattr(hparams, "export_path", None)
             if path and self.trainer.is_global_zero and not self.trainer.fast_dev_run:  # a smoke test writes none
                 refuse_export_path(str(path))
+                # one fit writes the model file at a time: the shipped configs name one per config, and two fits of
+                # a config each said they wrote it, the second's weights in it (held until the fit ends)
+                from text_attn.core.safe_files import OutputRefused, hold_outputs
+
+                try:
+                    self._held_export = hold_outputs([("model.export_path", str(path))])
+                except OutputRefused as err:
+                    fail(prog, f"{err} (a fit of the same config? give --model.export_path, or "
+                               "--trainer.default_root_dir for its run folder)")  # fmt: skip
                 if not self._resumes():  # a resume replaces the model file of the run it goes on with
                     note = replaced_note(str(path))
                     if note:
