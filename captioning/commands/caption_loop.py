@@ -119,6 +119,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     if workers:
         _drop_handover_noise()
     stopped, size, complete = None, 0, False  # size: the batch being captioned; 0 while the loader reads
+    page_lost = False  # --html could not be finished (its old page, if any, kept)
     terminating = contextlib.ExitStack()  # SIGTERM (a scheduler's limit) as Ctrl-C: it ended the run unsaid
     terminating.enter_context(sigterm_interrupts())
     try:
@@ -184,8 +185,9 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
                 why = "the run was interrupted" if interrupted else "the run stopped on an error"
                 partial = None if complete else f"{why} after {finished} image(s); the images after them are not here"
                 _close_html(report, failed, partial)
-            except OSError as err:
+            except OSError as err:  # the run's exit code says it (it was 0: a script took the page as written)
                 print(f"caption: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
+                page_lost = True
     if stopped is not None:
         if args.json and not args.jsonl:  # the records of the images captioned are not lost with the run
             emit("caption", json.dumps(records))
@@ -215,6 +217,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         from captioning.commands.caption_scores import records_of, score_run
 
         score_run(args, records_of(args.jsonl) if args.jsonl else captions)
+    if page_lost:
+        raise SystemExit(2)
     return 1 if failed or empty else 0
 
 

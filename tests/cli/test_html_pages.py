@@ -847,3 +847,37 @@ def test_translate_page_to_a_screen_reader_and_the_keyboard(browser, translate_p
     langs = "[...document.querySelectorAll('#s1 {}')].map(e => e.closest('[lang]').lang)"
     assert b.eval(langs.format(".w.src")) == ["de"] * 3 and b.eval(langs.format(".w.tgt")) == ["en"] * 2
     assert b.eval(langs.format(".grid thead th span")) == ["de"] * 3 and b.errors == []
+
+
+def test_a_page_that_cannot_be_finished_ends_the_run_with_exit_2(tmp_path, capsys, monkeypatch):
+    """A full disk (or a folder made read-only) as the page was finished: one line, and exit code 0, so a script took
+    the page as written. Exit code 2 now, for caption and translate alike."""
+    import errno
+
+    from captioning.commands import caption_loop
+    from text_attn.translation import alignment_page
+    from text_attn.translation.translate_cli import translate_main
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    photo = tmp_path / "scene.png"
+    make_scene(random.Random(0), size=64).image.save(photo)
+    monkeypatch.setattr(caption_loop, "_close_html", full)
+    with pytest.raises(SystemExit) as exc:
+        caption_main([str(photo), "--model", "shapes", "--html", str(tmp_path / "c.html")])
+    assert exc.value.code == 2
+    assert f"caption: error: cannot finish --html {tmp_path / 'c.html'}: [Errno 28] No space left on device" in (
+        capsys.readouterr().err)  # fmt: skip
+    real = alignment_page.open_alignment_page
+
+    def opened(*args, **kwargs):
+        page = real(*args, **kwargs)
+        page.close = full
+        return page
+
+    monkeypatch.setattr(alignment_page, "open_alignment_page", opened)
+    with pytest.raises(SystemExit) as exc:
+        translate_main(["--model", "bahdanau", "ein hund", "--html", str(tmp_path / "t.html")])
+    assert exc.value.code == 2
+    assert "translate: error: cannot finish --html" in capsys.readouterr().err

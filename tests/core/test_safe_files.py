@@ -328,3 +328,21 @@ def test_a_training_commands_stream_lets_a_bars_cursor_up_through_and_no_other_e
     finally:
         sys.stderr = real
     assert captured.getvalue() == "step 3\x1b[A\r\\x1b[2Jx\\u202e\n"
+
+
+def test_a_write_into_a_folder_made_read_only_says_the_outputs_name(tmp_path, monkeypatch):
+    """The rename failed (the folder made read-only during the run), then so did the temporary file's removal, and
+    that second error replaced the first: the message named '.t.html.8dbc5cdg.tmp', not the output."""
+    import errno
+    from pathlib import Path
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(args[0]))
+
+    out = tmp_path / "t.html"
+    monkeypatch.setattr(safe_files.os, "replace", refused)
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: refused(str(self)))
+    with pytest.raises(PermissionError) as err:
+        with safe_files.atomic_output(out) as tmp:
+            tmp.write_text("<html></html>")
+    assert err.value.filename == str(out)

@@ -172,7 +172,10 @@ def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
         raise
     finally:
         _writing.pop(tmp, None)
-        tmp.unlink(missing_ok=True)
+        # a folder made read-only meanwhile: its removal failed too, and that error replaced the write's, naming the
+        # temporary file (the write's is the one to say)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 _ENDING = ("SIGTERM", "SIGHUP")  # what `kill`, a closed terminal and schedulers send; Ctrl-C is a KeyboardInterrupt

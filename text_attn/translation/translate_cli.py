@@ -723,10 +723,11 @@ def translate_main(argv: list[str] | None = None) -> int:
             raise SystemExit(143) from None
 
 
-def _close_page(report, args: argparse.Namespace, progress: dict[str, Any], stopped: str | None) -> None:
+def _close_page(report, args: argparse.Namespace, progress: dict[str, Any], stopped: str | None) -> bool:
     """The --html page ended and the ``wrote`` line said; ``stopped`` ("interrupted", "error"; None: the run ended):
     the page says first that it is partial. A page its own write failed was given up (its error says so): nothing
-    is written; one that cannot be ended now (the disk that failed an output) is one line, its old page kept."""
+    is written; one that cannot be ended now (the disk that failed an output) is one line, its old page kept, and
+    False returned (the run's exit code says it: it was 0, and a script took the page as written)."""
     lost = f", {progress['failed']} failed" if progress.get("failed") else ""
     if blanks := progress.get("blank"):  # no section of their own: the page's count is of the others
         lost += f", {blanks} blank line{'s' if blanks > 1 else ''} left out"
@@ -737,9 +738,10 @@ def _close_page(report, args: argparse.Namespace, progress: dict[str, Any], stop
         written = report.close(f"{report.sections} input(s){lost}", partial)
     except OSError as err:
         print(f"translate: error: cannot finish --html {args.html}: {one_line(err)}", file=sys.stderr)
-        return
+        return False
     if written is not None:  # None: the page was given up (its error said so), nothing was written
         print(f"wrote {inert(written)}", file=sys.stderr)
+    return True
 
 
 def _outputs_intact(err: OSError) -> bool:
@@ -1021,7 +1023,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         language = LANGUAGES.get(translator.source_lang or "")  # None: a language the file does not name
         print(f"translate: type a sentence{f' in {language}' if language else ''} and press Enter to translate it "
               "(Ctrl-D: the end)", file=sys.stderr)  # fmt: skip
-    interrupted, broken, complete = 0, None, False
+    interrupted, broken, complete, page_lost = 0, None, False, False
     try:
         failed, seen, results = _translate_stream(
             translator, args, out, report, progress, align, plots, records, settings
@@ -1039,7 +1041,8 @@ def _translate_main(args: argparse.Namespace) -> int:
         if records is not None and records is not sys.stdout:
             close_quietly(records)
         if report is not None:  # the page of the sentences written, whole; where the run stopped early, it says so
-            _close_page(report, args, progress, None if complete else "interrupted" if interrupted else "error")
+            page_lost = not _close_page(report, args, progress, None if complete else "interrupted" if interrupted
+                                        else "error")  # fmt: skip
     _print_notes(translator, args, progress)  # after Ctrl-C too: about the translations that were written
     if plots is not None and (interrupted or broken is not None or seen):  # the pictures of what was written
         plots.finish(several=len(args.sentences) > 1 if args.sentences else progress.get("read", 0) > 1)
@@ -1058,6 +1061,8 @@ def _translate_main(args: argparse.Namespace) -> int:
         for k, ((_, tr), source) in enumerate(zip(results, DEMO_SENTENCES, strict=True)):
             lines = [f"  {line}" for line in word_alignment(translator, tr)]
             emit("translate", "\n".join([f"{chr(10) if k else ''}{source}", tr.text, *lines]))
+    if page_lost:
+        raise SystemExit(2)
     return 1 if failed else 0
 
 
