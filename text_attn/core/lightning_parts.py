@@ -65,7 +65,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             with atomic_output(path) as tmp:  # a fresh mkstemp file: a planted link is never written through
-                super().save_checkpoint(checkpoint, tmp, storage_options)
+                if storage_options is None:
+                    # straight into it: Lightning's writer made the whole checkpoint in $TMPDIR first, so a small
+                    # /tmp failed the save "no space" against a run folder that had room
+                    torch.save(checkpoint, tmp)
+                else:
+                    super().save_checkpoint(checkpoint, tmp, storage_options)
         except (OSError, RuntimeError) as err:  # disk full (torch reports it as a RuntimeError), permission lost
             raise WriteError(f"cannot write checkpoint {path}: {one_line(err)}") from None  # the old one is whole
 
