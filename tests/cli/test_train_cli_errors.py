@@ -337,3 +337,32 @@ def test_a_run_refused_at_its_data_leaves_no_run_folder(subcommand, cli_run_in_t
         assert "found neither" in capsys.readouterr().err
         left = sorted(p.as_posix() for p in Path().rglob("*") if p.is_file() or not any(p.iterdir()))
         assert left == ["empty_root", *(["logs/a/lightning_logs/version_0/checkpoints/last.ckpt"] if earlier else [])]
+
+
+def test_a_full_disk_is_one_line_and_a_log_writers_thread_one_note(tmp_path, capsys, cli_run_in_tmp, monkeypatch):
+    """A run started on a full disk ended in two or three tracebacks (the loggers' hparams.yaml, TensorBoard's event
+    writer thread): one line now, exit code 2, and the thread's error one note."""
+    import errno
+    import threading
+
+    from text_attn.core import lightning_cli
+
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(lightning_cli, "refuse_export_path", full)
+    with pytest.raises(SystemExit) as exc:
+        text_train(["fit", "--config", "reorder_bahdanau", "--model.export_path", str(tmp_path / "m.pt")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and err[-1] == (f"text-train: error: cannot write {tmp_path / 'm.pt'}: No space left on "
+                                               "device (free some space, or give --trainer.default_root_dir on "
+                                               "another disk)"), err  # fmt: skip
+    before = threading.excepthook
+    said = []
+    args = type("Args", (), {"exc_value": OSError(errno.ENOSPC, "No space left on device", "ev.tfevents")})()
+    lightning_cli._full_disk_in_thread("text-train", said.append, args)
+    assert capsys.readouterr().err == ("text-train: note: a log writer stopped: it could not write ev.tfevents: No "
+                                       "space left on device\n") and said == []  # fmt: skip
+    other = type("Args", (), {"exc_value": ValueError("x")})()
+    lightning_cli._full_disk_in_thread("text-train", said.append, other)
+    assert said == [other] and threading.excepthook is before  # another error: Python's own hook

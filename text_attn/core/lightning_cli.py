@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import inspect
 import logging
 import os
 import re
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -871,6 +873,8 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
     # as it was (a cleared screen, a window title set); the bars' cursor-up is kept
     shown = inert_streams(bars=True)
     shown.__enter__()
+    hook = threading.excepthook
+    threading.excepthook = functools.partial(_full_disk_in_thread, prog, hook)
     try:
         return cli_cls(
             module_cls,
@@ -888,6 +892,12 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
         if not str(exc).startswith("Early stopping conditioned on metric"):
             raise
         fail(prog, one_line(exc))
+    except OSError as exc:  # a full disk where the loggers write (hparams.yaml, events): it was 2-3 tracebacks
+        if exc.errno not in FULL:
+            raise
+        where = f" {exc.filename}" if exc.filename else " the run folder"
+        fail(prog, f"cannot write{where}: {exc.strerror or one_line(exc)} (free some space, or give "
+                   "--trainer.default_root_dir on another disk)")  # fmt: skip
     except Interrupted as exc:  # what was written stays (checkpoints are written whole: AtomicCheckpointIO)
         print(f"{prog}: {exc}", file=sys.stderr)
         raise SystemExit(exc.code) from None
@@ -895,11 +905,24 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
         print(f"{prog}: interrupted before training began: nothing was written", file=sys.stderr)
         raise SystemExit(130) from None
     finally:
+        threading.excepthook = hook
         shown.__exit__(None, None, None)
         restore()
 
 
+def _full_disk_in_thread(prog: str, hook: Callable, args: Any) -> None:
+    """A logger's writer thread (TensorBoard's events) that found the disk full: one line, not its traceback beside
+    the run's own line (the run stops where it writes next, and says so); any other error as Python shows it."""
+    if isinstance(args.exc_value, OSError) and args.exc_value.errno in FULL:
+        where = f" {args.exc_value.filename}" if args.exc_value.filename else ""
+        print(f"{prog}: note: a log writer stopped: it could not write{where}: {args.exc_value.strerror}",
+              file=sys.stderr)  # fmt: skip
+        return
+    hook(args)
+
+
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)  # errors of a disk that takes no more (said in one line)
 
 
 def _export_follows_root(nodes: list, typed: frozenset[str]) -> bool:
