@@ -298,3 +298,33 @@ def test_a_byte_order_mark_before_stdins_text_is_no_part_of_it(model_file, capsy
     assert code == 0, err
     assert json.loads(records.read_text(encoding="utf-8"))["source"] == DE[0]
     assert list(stdin_lines(_bytes_stdin(b"\xef\xbb\xbfa\nb\n"))) == ["a", "b"]
+
+
+def test_a_full_disk_mid_run_says_that_resume_goes_on(model_file, capsys, monkeypatch, tmp_path):
+    """The disk filled while --output's run record was rewritten (a batch a time): the line said where it stopped,
+    not that --resume goes on from there, as caption's says."""
+    import errno
+
+    from text_attn.translation import translate_cli
+
+    real, calls = translate_cli.record_run, []
+
+    def full_at_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(translate_cli, "record_run", full_at_third)
+    out = tmp_path / "o.txt"
+    code, _, err = _run(model_file, capsys, monkeypatch, ("\n".join(LINES) + "\n").encode(), "--batch-size", "1",
+                        "--output", out)  # fmt: skip
+    assert code == 2 and err.splitlines()[-1].endswith(f"No space left on device ({out}: --resume continues after "
+                                                       "the inputs done)"), err  # fmt: skip
+    # as it says: room again, the resume ends the file as one run writes it
+    monkeypatch.setattr(translate_cli, "record_run", real)
+    code, _, _ = _run(model_file, capsys, monkeypatch, ("\n".join(LINES) + "\n").encode(), "--batch-size", "1",
+                      "--output", out, "--resume")  # fmt: skip
+    whole = tmp_path / "whole.txt"
+    _run(model_file, capsys, monkeypatch, ("\n".join(LINES) + "\n").encode(), "--batch-size", "1", "--output", whole)
+    assert code == 0 and out.read_text() == whole.read_text()

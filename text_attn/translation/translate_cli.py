@@ -757,7 +757,10 @@ def _stream_failed(args: argparse.Namespace, err: OSError, done: int) -> None:
         outputs = (("--output", args.output), ("--html", args.html), ("--alignments", args.alignments))
         names = " / ".join(f"{flag} {value}" for flag, value in outputs if value) or "stdout"
         err = StreamFailed(names, err)
-    kept = f" (stopped after {done} input(s))" if _outputs_intact(err) and done else ""
+    resumes = "; --resume continues after them" if continued(args) else ""  # a full disk freed: as caption says
+    kept = f" (stopped after {done} input(s){resumes})" if _outputs_intact(err) and done else ""
+    if not kept and continued(args):  # an output file failed (a full disk): the lines written are whole
+        kept = f" ({' and '.join(continued(args).values())}: --resume continues after the inputs done)"
     if err.where == "stdout":
         to_devnull(sys.stdout)  # the interpreter's last flush would fail again
     verb = "read" if err.where == "stdin" else "write"
