@@ -260,8 +260,10 @@ def _held_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     if not first_process():
         return []
     # --overlay DIR too: two runs' overlays of photos named alike replaced each other, each run's records naming them
+    # (the folder by its real path: a link to it is the same folder)
+    overlay = os.path.realpath(args.overlay) if args.overlay else None
     return [("--jsonl", args.jsonl), ("--html", args.html), ("--scores", args.scores),
-            ("--overlay", args.overlay)]  # fmt: skip  # --jsonl -: stdout, not held
+            ("--overlay", overlay)]  # fmt: skip  # --jsonl -: stdout, not held
 
 
 MAX_BATCH = 65_536  # --batch-size's largest: 38 GiB of prepared photos at 224 x 224

@@ -25,6 +25,7 @@ from captioning.commands.caption_batch import (
     tally,
 )
 from captioning.commands.caption_run import check_resume
+from text_attn.core.cpu_load import cpu_ids
 from text_attn.core.drawn_seed import say_seed
 from text_attn.core.errors import close_quietly, emit, fail, one_line
 from text_attn.core.run_record import record_run, run_file
@@ -100,8 +101,9 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     batches = -(-todo // size) if todo is not None else 2
     # starting processes is not worth it for one batch; nor more of them than batches (--workers 40, 37 photos: ~30
     # processes, 3x slower)
-    workers = min(args.workers, batches) if batches > 1 else 0
-    if workers > (cores := os.cpu_count() or 1):  # torch's warning said it twice, with its source line
+    workers = (args.workers if todo is None else min(args.workers, batches)) if batches > 1 else 0  # shards: unknown
+    # the CPUs this process may use (a cpuset's), as torch counts them; torch's warning said it twice
+    if workers > (cores := len(cpu_ids())):
         print(f"caption: note: --workers {workers} on {cores} core(s): the workers share the cores (more workers than "
               "cores seldom reads faster)", file=sys.stderr)  # fmt: skip
     keep = bool(args.overlay or args.html)  # the decoded images, for overlays and the page's pictures

@@ -18,7 +18,6 @@ import multiprocessing
 import multiprocessing.queues
 import os
 import sys
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -294,9 +293,7 @@ def photo_batches(stream: PhotoStream, workers: int) -> DataLoader:
     _said.clear()
     if workers:
         _quiet_half_made_loader()
-        # torch's advice when there are more workers than cores, twice with its source line: caption's note says it
-        warnings.filterwarnings("ignore", message=r"This DataLoader will create \d+ worker", category=UserWarning)
-    return DataLoader(
+    return _PhotoLoader(
         stream,
         batch_size=stream.batch_size,
         num_workers=workers,
@@ -305,6 +302,15 @@ def photo_batches(stream: PhotoStream, workers: int) -> DataLoader:
         multiprocessing_context=_context() if workers else None,
         worker_init_fn=functools.partial(_quiet_sharer, parent=os.getpid()) if workers else None,  # picklable: spawn
     )
+
+
+class _PhotoLoader(DataLoader):
+    """caption's loader: torch's advice when there are more workers than cores (twice, with its source line) is not
+    given; caption's note says it (a filter of the warning stayed in the process after the run: a notebook's own
+    loaders lost it)."""
+
+    def check_worker_number_rationality(self) -> None:
+        pass
 
 
 def _quiet_sharer(worker: int, parent: int | None = None) -> None:

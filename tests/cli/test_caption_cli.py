@@ -1102,12 +1102,19 @@ def test_a_batch_and_workers_are_no_larger_than_the_photos_need(model_file, tmp_
     args = [str(folder), "--model", str(model_file), *FAST]
     assert caption_main([*args, "--batch-size", "65536", "--workers", "8"]) == 0
     assert made[-1] == (3, 0)  # one batch of the three: no worker started for it
-    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(caption_loop, "cpu_ids", lambda: {0})  # one CPU this process may use
     assert caption_main([*args, "--batch-size", "1", "--workers", "8"]) == 0
     assert made[-1] == (1, 3)  # three batches: three workers, not eight
     err = capsys.readouterr().err
     assert "caption: note: --workers 3 on 1 core(s): the workers share the cores" in err
     assert "This DataLoader will create" not in err
+    # shards: their photos are counted as they are read, so the workers asked for are started (2 stood for "more than
+    # one batch" and capped them at 2)
+    from helpers.shards import write_shard
+
+    shard = write_shard(tmp_path / "s.tar", 0, 4)
+    assert caption_main([str(shard), "--model", str(model_file), *FAST, "--batch-size", "1", "--workers", "4"]) == 0
+    assert made[-1] == (1, 4)
 
 
 def test_an_interrupted_run_says_how_many_of_its_photos_failed(capsys, model_file, album, tmp_path, monkeypatch):

@@ -198,3 +198,42 @@ def test_one_file_under_two_names_is_held_by_its_inode(tmp_path):
             os.link(made, tmp_path / "later.jsonl")
             assert "under another of its names" in other_run(tmp_path / "later.jsonl")
     assert _free(made)
+
+
+def test_the_files_lock_follows_a_resume_that_rewrote_it_and_is_not_kept_by_a_forked_child(tmp_path):
+    """A caption --resume rewrites FILE through a rename (its torn line dropped) before it appends: the lock stayed on
+    the old file, and a run by a hard link to the new one was let in. And the lock was a dup of the stream's
+    descriptor: a child forked with the stream kept the output locked after the run, said as "a hard link"."""
+    code = (
+        "import sys; from text_attn.core.safe_files import OutputRefused, hold_outputs\n"
+        "try:\n    hold_outputs([('--jsonl', sys.argv[1])])\nexcept OutputRefused as e:\n    print(e)"
+    )
+
+    def refused(path) -> bool:
+        said = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+        return "under another of its names" in said.stdout
+
+    out = tmp_path / "out.jsonl"
+    out.write_text("a\n")
+    os.link(out, tmp_path / "old.jsonl")  # the file as it was
+    with hold_outputs([("--jsonl", out)]):
+        safe_files.write_text(out, "a\n")  # rewritten by a rename, as a resume drops a torn line
+        with safe_files.open_stream(out, append=True):
+            os.link(out, tmp_path / "new.jsonl")
+            assert refused(tmp_path / "new.jsonl")  # the file written now
+            assert not refused(tmp_path / "old.jsonl")  # the old one is no output any more
+    made = tmp_path / "made.jsonl"
+    with hold_outputs([("--jsonl", made)]):
+        stream = safe_files.open_stream(made)
+        child = os.fork()
+        if child == 0:  # a loader's worker: it has the stream's descriptor, and lives on a moment
+            import time
+
+            time.sleep(1.5)
+            os._exit(0)
+        stream.close()
+    os.link(made, tmp_path / "made2.jsonl")
+    try:
+        assert not refused(tmp_path / "made2.jsonl")  # the run ended: its output is free, whatever the child holds
+    finally:
+        os.waitpid(child, 0)

@@ -896,8 +896,11 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
         if exc.errno not in FULL:
             raise
         where = f" {exc.filename}" if exc.filename else " the run folder"
-        fail(prog, f"cannot write{where}: {exc.strerror or one_line(exc)} (free some space, or give "
-                   "--trainer.default_root_dir on another disk)")  # fmt: skip
+        other_disk = "--trainer.default_root_dir on another disk"
+        fixes = {errno.EROFS: f"a read-only file system: give {other_disk}", errno.EFBIG: "a limit on file sizes: "
+                 "see ulimit -f"}  # fmt: skip
+        fix = fixes.get(exc.errno, f"free some space, or give {other_disk}")
+        fail(prog, f"cannot write{where}: {exc.strerror or one_line(exc)} ({fix})")
     except Interrupted as exc:  # what was written stays (checkpoints are written whole: AtomicCheckpointIO)
         print(f"{prog}: {exc}", file=sys.stderr)
         raise SystemExit(exc.code) from None

@@ -458,8 +458,18 @@ def _lock_opened(path: str | Path, fd: int) -> None:
     if fcntl is None:
         return
     lock = _lock_path(Path(path))
-    held = next((h for h, name in _HELD.items() if name == lock and h not in _LINKED), None)
-    if held is not None and (locked := _lock_file(f"{path}", Path(path), fd)) is not None:
+    held = next((h for h, name in _HELD.items() if name == lock), None)
+    if held is None:
+        return
+    if (before := _LINKED.get(held)) is not None:
+        if _identity_of(before) == _identity_of(fd):  # the file locked when it was held
+            return
+        # another file at the name since (a --resume rewrote it through a rename): the lock moves to it
+        _LINKED.pop(held)
+        with contextlib.suppress(OSError):
+            _LOCKED.discard(_identity_of(before))
+            os.close(before)
+    if (locked := _lock_file(f"{path}", Path(path), fd)) is not None:
         _LINKED[held] = locked
 
 
@@ -472,13 +482,17 @@ def _lock_file(label: str, path: Path, fd: int | None = None) -> int | None:
     file under two names (a hard link) each wrote its records through the other's (a torn line, photos twice and
     others missing, and a --resume refused the file). OutputRefused where another process holds it. ``fd``: the
     output as :func:`open_stream` opened it (a file the run made: locked then, so a link made to it later is seen)."""
+    opened = fd
     try:
-        fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0)) if fd is None else os.dup(fd)
+        # an open of its own (not a dup of the stream's): the lock belongs to the open file, and a process forked
+        # with the stream (a loader's worker) kept the output locked after the run
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in _LOCKED:
+        if (not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in _LOCKED
+                or opened is not None and _identity_of(opened) != (st.st_dev, st.st_ino)):  # fmt: skip
             os.close(fd)
             return None
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
