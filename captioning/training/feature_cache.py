@@ -270,6 +270,7 @@ def fill_features(
         started = time.monotonic()
     side = getattr(preprocess, "image_size", 224)
     num_workers = loader_workers(num_workers, batch_size * 3 * side * side * 4, "caption data")  # float32 photos
+    unsaved = False  # a cache file that could not be written (its note said so)
     for split in todo:
         chunks, ds = [], _ImageTensors(images[split], preprocess)
         # its own generator: a loader's iterator draws its workers' base seed from torch's global stream otherwise,
@@ -286,9 +287,11 @@ def fill_features(
         features[split] = _with_gaps(chunks, images[split], split)  # (N, L, D)
         if split in files and not _saved(files[split], features[split]):
             files.clear()  # the disk is full or read-only: the other splits are not tried either
+            unsaved = True
     bar.close()
-    if say is not None:
-        say(f"cached image features: {total:,} images in {duration(time.monotonic() - started)}")
+    if say is not None:  # "cached" after the note that the cache could not be written read as a contradiction
+        done = "encoded image features (kept in memory only)" if unsaved else "cached image features"
+        say(f"{done}: {total:,} images in {duration(time.monotonic() - started)}")
     return todo
 
 

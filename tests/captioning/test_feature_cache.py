@@ -167,6 +167,27 @@ def test_encoding_for_a_log_file_says_one_line_as_it_starts_and_one_as_it_ends(t
     assert said == []
 
 
+def test_a_cache_the_disk_refused_is_not_said_cached(tmp_path, monkeypatch, capsys):
+    """ "cannot write the feature cache ...; training on the features in memory", then "cached image features": the
+    last line says the features are in memory only."""
+    import errno
+
+    from PIL import Image
+
+    Image.new("RGB", (20, 16), (40, 90, 200)).save(tmp_path / "p.png")
+
+    def full(path, features):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(feature_cache, "save_features", full)
+    said: list[str] = []
+    feature_cache.fill_features({}, {"train": [tmp_path / "p.png"]}, lambda b: b.flatten(2).transpose(1, 2),
+                                lambda img: torch.zeros(3, 4, 4), progress=said.append, cache_dir=tmp_path / "cache",
+                                fingerprint="f")  # fmt: skip
+    assert "cannot write the feature cache" in capsys.readouterr().err
+    assert said[-1] == "encoded image features (kept in memory only): 1 images in under a minute"
+
+
 def test_a_torn_or_foreign_cache_file_is_not_trusted(tmp_path):
     path = tmp_path / "train-x.pt"
     path.write_bytes(b"not a tensor")
