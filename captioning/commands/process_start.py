@@ -69,7 +69,10 @@ def _remove(path: str) -> None:
 
 def start_others(devices: int, argv: list[str], stdin: str | None = None) -> Others:
     """Start local ranks 1..devices-1 running ``argv`` and make this process rank 0 (its environment). ``stdin``: the
-    text the first process read from its stdin (paths, ``caption -``), given to each of the others as theirs."""
+    text the first process read from its stdin (paths, ``caption -``), given to each of the others as theirs. The
+    environment is given back as it was when the run ends (:meth:`Others.finish`): in a process that runs caption
+    again (a notebook), a later run read LOCAL_RANK as another launcher's and drew no --sample seed."""
+    before = {k: os.environ.get(k) for k in RANK_VARIABLES}
     os.environ.update(
         MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
         MASTER_PORT=os.environ.get("MASTER_PORT", str(_free_port())),
@@ -98,7 +101,10 @@ def start_others(devices: int, argv: list[str], stdin: str | None = None) -> Oth
                 os.unlink(listed)  # the processes keep their open descriptors
             except PermissionError:  # Windows: a file open elsewhere cannot go yet; at exit, the others done by then
                 atexit.register(_remove, listed)
-    return Others(procs)
+    return Others(procs, before)
+
+
+RANK_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")  # set by start_others
 
 
 def _end_with_parent() -> None:
@@ -138,8 +144,9 @@ class Others:
     """The processes started here, watched: one that fails while the first runs on (it would wait for them at its
     first collective call) ends the run, after WATCH_S, in one line, as Lightning's launcher's observer does."""
 
-    def __init__(self, procs: list[subprocess.Popen]):
+    def __init__(self, procs: list[subprocess.Popen], environment: dict[str, str | None] | None = None):
         self.procs, self.done = procs, threading.Event()
+        self.environment = environment or {}  # the rank variables as they were before the run
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
@@ -172,5 +179,10 @@ class Others:
         ended). The exit code: this process's, or the first other one's that failed."""
         self.done.set()
         self._end(GRACE_S if code else 3600 * 24)
+        for name, value in self.environment.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         failed = [p.returncode for p in self.procs if p.returncode]
         return code or (failed[0] if failed else 0)

@@ -114,7 +114,11 @@ def test_paths_on_stdin_reach_every_process_whole(monkeypatch):
     try:
         others = ps.start_others(3, ["-", "--jsonl", "o.jsonl", "--devices", "3"], "a.jpg\nb.jpg\n")
         assert [p.got for p in others.procs] == ["a.jpg\nb.jpg\n"] * 2  # each its own copy, read from its start
+        assert os.environ["LOCAL_RANK"] == "0" and os.environ["WORLD_SIZE"] == "3"  # this process: rank 0
         assert others.finish(0) == 0
+        # and the environment as it was after the run: a later caption in this process (a notebook's) read
+        # LOCAL_RANK as another launcher's (its --sample drew no seed)
+        assert {k: os.environ.get(k) for k in ps.RANK_VARIABLES} == {k: before.get(k) for k in ps.RANK_VARIABLES}
     finally:
         os.environ.clear()
         os.environ.update(before)
