@@ -237,3 +237,20 @@ def test_the_files_lock_follows_a_resume_that_rewrote_it_and_is_not_kept_by_a_fo
         assert not refused(tmp_path / "made2.jsonl")  # the run ended: its output is free, whatever the child holds
     finally:
         os.waitpid(child, 0)
+
+
+def test_a_lock_file_a_full_disk_left_empty_is_removed_at_the_end(tmp_path, monkeypatch):
+    """On a full disk the pid could not be written into the lock file, and the end removes only a file holding its
+    pid: every output left an empty .NAME.attention-toolkit.lock beside it."""
+    import errno
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    lock = tmp_path / ".out.jsonl.attention-toolkit.lock"
+    with monkeypatch.context() as m:
+        m.setattr(safe_files.os, "write", full)
+        held = hold_outputs([("--jsonl", tmp_path / "out.jsonl")])
+    assert lock.exists() and lock.read_bytes() == b"" and not _free(lock)  # held all the same
+    held.release()
+    assert not lock.exists()

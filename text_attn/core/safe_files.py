@@ -437,9 +437,11 @@ def _lock(label: str, path: Path) -> int | None:
                 os.close(fd)
                 raise
             if _ours_to_write(fd):  # a file of someone else's at the name: locked as it is, never emptied
-                with contextlib.suppress(OSError):  # read only, or a full disk: the pid is not said, the lock holds
+                try:  # read only, or a full disk: the pid is not said, the lock holds
                     os.ftruncate(fd, 0)
                     os.write(fd, f"{os.getpid()}\n".encode())
+                except OSError:
+                    _UNSAID.add(fd)  # emptied, or empty: removed all the same at the end (a full disk left them)
             _LOCKED.add(_identity_of(fd))
             _HELD[fd] = lock
             if linked is not None:
@@ -450,6 +452,7 @@ def _lock(label: str, path: Path) -> int | None:
 
 
 _HELD: dict[int, Path] = {}  # the lock files this process holds: descriptor -> name
+_UNSAID: set[int] = set()  # held lock files this process could not write its pid into (a full disk)
 
 
 def _lock_opened(path: str | Path, fd: int) -> None:
@@ -518,8 +521,11 @@ def _give_back(fd: int, remove: bool = True) -> None:
         with contextlib.suppress(OSError):
             _LOCKED.discard(_identity_of(linked))
             os.close(linked)
+    unsaid = fd in _UNSAID
+    _UNSAID.discard(fd)
     with contextlib.suppress(OSError):
-        if remove and _at_name(fd, lock) and os.pread(fd, 64, 0).strip() == str(os.getpid()).encode():
+        held = os.pread(fd, 64, 0).strip()
+        if remove and _at_name(fd, lock) and (held == str(os.getpid()).encode() or unsaid and not held):
             os.unlink(lock)
         _LOCKED.discard(_identity_of(fd))
     with contextlib.suppress(OSError):
@@ -535,6 +541,7 @@ def _close_held_in_child() -> None:
             os.close(fd)
     _HELD.clear()
     _LINKED.clear()
+    _UNSAID.clear()
     _LOCKED.clear()
 
 
