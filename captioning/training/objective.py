@@ -397,7 +397,9 @@ class CaptionObjective(nn.Module):
         sampled = parts["sampled"]  # (B,) captions that sampled locations (the rest took the expected context)
         logs["train_reinforce"], logs["train_entropy"] = parts["reinforce"], parts["entropy"]
         if bool(sampled.any()):
-            logs["train_reward"] = parts["reward"][sampled].mean()
+            # rl_reward word: the mean word log-probability the locations were credited with (it logged the caption's
+            # summed log-likelihood, a reward that objective does not use, at another scale)
+            logs["train_reward"] = parts.get("word_reward", parts["reward"])[sampled].mean()
         # the b this step's loss used: the average before this batch moves it (it was logged after, this batch's
         # reward in it: the reward's gap to it, what REINFORCE weighed, looked smaller); the first sampled batch used
         # its own mean (hard_attention_loss). None before the first sampled batch (a soft warm-up logged 0.0), and
@@ -561,6 +563,8 @@ def hard_attention_loss(
     entropy_bonus = -entropy_lambda * entropy
     parts.update(reinforce=reinforce, entropy_bonus=entropy_bonus, entropy=entropy)
     parts.update(reward=reward, advantage=advantage, sampled=sampled)
+    if per_word:  # the reward each location got: its word's log-probability, a caption's mean (B,)
+        parts["word_reward"] = (word_logp * step_mask).sum(dim=1) / step_mask.sum(dim=1).clamp_min(1.0)
     return total + reinforce + entropy_bonus, parts
 
 

@@ -216,6 +216,17 @@ def test_the_hard_baseline_is_logged_only_once_set_and_only_where_used():
     word = CaptionObjective(ObjectiveConfig(ds_lambda=0.0, rl_reward="word"), hard=True)
     for step in range(2):
         assert "baseline" not in word.training_loss(model, vocab, features, batch, step=step).logs
+    # its reward: the words' mean log-probability (what each location is credited with), not the caption's sum
+    torch.manual_seed(3)
+    logs = word.training_loss(model, vocab, features, batch, step=2).logs
+    torch.manual_seed(3)
+    out = model.decoder(features, batch["captions_in"])
+    from captioning.training.objective import word_log_likelihoods
+
+    mask = batch["targets"] != vocab.pad_id
+    per_word = word_log_likelihoods(out.logits.float(), batch["targets"], vocab.pad_id)
+    means = (per_word * mask).sum(1) / mask.sum(1)
+    assert float(logs["train_reward"]) == pytest.approx(float(means[out.sampled].mean()), rel=1e-5)
     assert objective.training_logs() == set(sampled) and word.training_logs() == set(sampled) - {"baseline"}
 
 
