@@ -54,7 +54,8 @@ def test_translate_output_full_mid_run(tmp_path):
                           preexec_fn=_limit(2000))  # FILE.run.json (~340 bytes) fits; the lines do not  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     errors = [line for line in done.stderr.splitlines() if "error" in line]
-    assert errors == [f"translate: error: cannot write --output {out}: [Errno 27] File too large"]
+    assert errors == [f"translate: error: cannot write --output {out}: [Errno 27] File too large ({out}: --resume "
+                      "continues after the inputs done)"]  # fmt: skip
     written = out.read_text().splitlines()
     assert 0 < len(written) < 400
 

@@ -15,6 +15,7 @@ level, not in the function that builds the CLI: a strategy that starts its proce
 
 from __future__ import annotations
 
+import io
 import pickle
 import re
 from copy import deepcopy
@@ -67,8 +68,13 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             with atomic_output(path) as tmp:  # a fresh mkstemp file: a planted link is never written through
                 if storage_options is None:
                     # straight into it: Lightning's writer made the whole checkpoint in $TMPDIR first, so a small
-                    # /tmp failed the save "no space" against a run folder that had room
-                    torch.save(checkpoint, tmp)
+                    # /tmp failed the save "no space" against a run folder that had room. Made in memory first, as
+                    # Lightning's writer makes it: torch's own file writer says a full disk as "[enforce fail at
+                    # inline_container.cc] unexpected pos", the write says "No space left on device"
+                    buffer = io.BytesIO()
+                    torch.save(checkpoint, buffer)
+                    with open(tmp, "wb") as f:
+                        f.write(buffer.getbuffer())
                 else:
                     super().save_checkpoint(checkpoint, tmp, storage_options)
         except (OSError, RuntimeError) as err:  # disk full (torch reports it as a RuntimeError), permission lost
