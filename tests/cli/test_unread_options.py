@@ -159,31 +159,48 @@ def test_a_given_option_the_run_does_not_read_is_refused_before_anything_is_made
     assert line.startswith(f"{'caption' if main is caption_train else 'text'}-train: error: ") and says in line
 
 
+def _said(main, capsys, *args: str) -> list[str]:
+    """What ``main`` said on stderr for options that pass every check (the data and the model would be made now)."""
+    with pytest.raises(Made):
+        main([str(a) for a in args])
+    return capsys.readouterr().err.splitlines()
+
+
 def test_tuning_options_are_noted_once_and_defaults_and_nulls_pass(until_made, capsys):
     for main, base in ((caption_train, CAPTION), (text_train, TEXT)):  # as configured: nothing said
-        with pytest.raises(Made):
-            main([str(a) for a in base] + ["--model.objective.scst_max_len", "null"])  # a null is no value given
-        assert capsys.readouterr().err == ""
-    with pytest.raises(Made):
-        caption_train([*map(str, CAPTION), "--model.lr_factor", "0.3", "--model.encoder_lr", "0.001",
-                       "--data.attention_words", "all"])  # fmt: skip
-    assert capsys.readouterr().err.splitlines() == [
+        assert _said(main, capsys, *base, "--model.objective.scst_max_len", "null") == []  # a null is no value given
+    assert _said(
+        caption_train,
+        capsys,
+        *CAPTION,
+        "--model.lr_factor",
+        "0.3",
+        "--model.encoder_lr",
+        "0.001",
+        "--data.attention_words",
+        "all",
+    ) == [  # fmt: skip
         "caption-train: note: options that change nothing in this run: model.lr_patience null reads no "
         "model.lr_factor; model.encoder.fine_tune none reads no model.encoder_lr; data.attention_targets false reads "
         "no data.attention_words"
     ]
     # the word reward has no baseline: its decay, typed, changed nothing unsaid (the shipped hard configs' comment
     # called it the paper's baseline)
-    with pytest.raises(Made):
-        caption_train([*map(str, CAPTION), "--model.decoder.attention", "hard", "--model.objective.rl_reward", "word",
-                       "--model.objective.baseline_decay", "0.5"])  # fmt: skip
-    assert capsys.readouterr().err.splitlines() == [
+    assert _said(
+        caption_train,
+        capsys,
+        *CAPTION,
+        "--model.decoder.attention",
+        "hard",
+        "--model.objective.rl_reward",
+        "word",
+        "--model.objective.baseline_decay",
+        "0.5",
+    ) == [  # fmt: skip
         "caption-train: note: options that change nothing in this run: model.objective.rl_reward word reads no "
         "model.objective.baseline_decay"
     ]
-    with pytest.raises(Made):
-        text_train([*map(str, TEXT), "--data.max_tokens", "100", "--data.subword_type", "unigram"])
-    assert capsys.readouterr().err.splitlines() == [
+    assert _said(text_train, capsys, *TEXT, "--data.max_tokens", "100", "--data.subword_type", "unigram") == [
         "text-train: note: options that change nothing in this run: task reorder reads no data.max_tokens; "
         "data.tokenizer word reads no data.subword_type"
     ]
