@@ -97,8 +97,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
     several = len(paths) > 1 or shards or not one_file_named(args.images)
     # a batch no larger than the photos to do: the loader keeps a list of the batch's size (--batch-size 10**9 filled
     # 17 GB before its first photo), and the captions are the same at any batch size
-    size = min(args.batch_size, max(1, todo)) if todo is not None else args.batch_size
-    batches = -(-todo // size) if todo is not None else 2
+    batch_size = min(args.batch_size, max(1, todo)) if todo is not None else args.batch_size
+    batches = -(-todo // batch_size) if todo is not None else 2
     # starting processes is not worth it for one batch; nor more of them than batches (--workers 40, 37 photos: ~30
     # processes, 3x slower)
     workers = (args.workers if todo is None else min(args.workers, batches)) if batches > 1 else 0  # shards: unknown
@@ -108,7 +108,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
               "cores seldom reads faster)", file=sys.stderr)  # fmt: skip
     keep = bool(args.overlay or args.html)  # the decoded images, for overlays and the page's pictures
     skip = NameIn(done) if done else None  # not a lambda: the stream is pickled to workers under spawn
-    stream = PhotoStream(paths, captioner.preprocess, size, keep, skip=skip, raw=args.decode_on_device)
+    stream = PhotoStream(paths, captioner.preprocess, batch_size, keep, skip=skip, raw=args.decode_on_device)
     loader = photo_batches(stream, workers)
     quiet = batches <= 1 or not sys.stderr.isatty()  # a bar is for a person watching, not for a log file
     bar = tqdm(total=todo, unit="img", desc="captioning", disable=quiet, file=sys.stderr)

@@ -336,7 +336,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             where model.cpu_threads is not set (text_attn.core.cpu_load: the console script took the first reading).
             The module is told whether the fit resumes (``resuming``): its setup runs before Lightning names the
             checkpoint to the trainer."""
-            self.model.resuming = self._resumes()
+            resumes = self.model.resuming = self._resumes()  # ("last" / "best" resolved once: folders listed)
             hparams = getattr(self.model, "hparams", None)
             if self.trainer.is_global_zero and hparams is not None and "cpu_threads" in hparams:
                 import torch
@@ -358,7 +358,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 except OutputRefused as err:
                     fail(prog, f"{err} (a fit of the same config? give --model.export_path, or "
                                "--trainer.default_root_dir for its run folder)")  # fmt: skip
-                if not self._resumes():  # a resume replaces the model file of the run it goes on with
+                if not resumes:  # a resume replaces the model file of the run it goes on with
                     note = replaced_note(str(path))
                     if note:
                         print(f"{prog}: note: {note}", file=sys.stderr)

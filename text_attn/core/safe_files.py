@@ -456,8 +456,9 @@ _UNSAID: set[int] = set()  # held lock files this process could not write its pi
 
 
 def _lock_opened(path: str | Path, fd: int) -> None:
-    """An output this process holds (:func:`hold_outputs`), just opened, locked itself where that was not done when
-    it was held (it did not exist then). OutputRefused where another process holds the file by another name."""
+    """An output this process holds (:func:`hold_outputs`), just opened, locked itself where the file at its name
+    is not the one locked when it was held (there was none, or a --resume rewrote it through a rename since).
+    OutputRefused where another process holds the file by another name."""
     if fcntl is None:
         return
     lock = _lock_path(Path(path))
@@ -467,16 +468,19 @@ def _lock_opened(path: str | Path, fd: int) -> None:
     if (before := _LINKED.get(held)) is not None:
         if _identity_of(before) == _identity_of(fd):  # the file locked when it was held
             return
-        # another file at the name since (a --resume rewrote it through a rename): the lock moves to it
-        _LINKED.pop(held)
-        with contextlib.suppress(OSError):
-            _LOCKED.discard(_identity_of(before))
-            os.close(before)
+        _let_go_of_file(_LINKED.pop(held))  # another file at the name since (a --resume rewrote it): the lock moves
     if (locked := _lock_file(f"{path}", Path(path), fd)) is not None:
         _LINKED[held] = locked
 
 
-_LINKED: dict[int, int] = {}  # a held lock file's descriptor -> that of its output, where the output has other names
+_LINKED: dict[int, int] = {}  # a held lock file's descriptor -> that of its output, locked itself (_lock_file)
+
+
+def _let_go_of_file(fd: int) -> None:
+    """An output's own lock (:func:`_lock_file`) given back: its descriptor closed."""
+    with contextlib.suppress(OSError):
+        _LOCKED.discard(_identity_of(fd))
+        os.close(fd)
 
 
 def _lock_file(label: str, path: Path, fd: int | None = None) -> int | None:
@@ -518,9 +522,7 @@ def _give_back(fd: int, remove: bool = True) -> None:
     if lock is None:  # given back already (a forked child's copy, closed at the fork)
         return
     if (linked := _LINKED.pop(fd, None)) is not None:
-        with contextlib.suppress(OSError):
-            _LOCKED.discard(_identity_of(linked))
-            os.close(linked)
+        _let_go_of_file(linked)
     unsaid = fd in _UNSAID
     _UNSAID.discard(fd)
     with contextlib.suppress(OSError):

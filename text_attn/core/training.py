@@ -778,9 +778,9 @@ def check_options(prefix: str = "model", **ranges: tuple[float | None, float, fl
 def check_training_options(lr: float, val_beam_size: int, **more) -> None:
     """What both families' modules take: a positive learning rate, a beam of 1 or more, and ``more`` ranges for
     check_options. One ValueError line naming the option."""
-    if not 0 < lr < float("inf"):
-        raise ValueError(f"model.lr must be a positive finite number, got {lr:g}")
     inf = float("inf")
+    if not 0 < lr < inf:
+        raise ValueError(f"model.lr must be a positive finite number, got {lr:g}")
     check_options(val_beam_size=(val_beam_size, 1, inf), **more)
 
 

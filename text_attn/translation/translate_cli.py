@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from text_attn.core import startup_gc
 from text_attn.core.casing import changed_reading, shows_nothing
-from text_attn.core.drawn_seed import settle_seed
+from text_attn.core.drawn_seed import say_seed, settle_seed
 from text_attn.core.errors import (
     and_more,
     check_dash_inputs,
@@ -757,10 +757,11 @@ def _stream_failed(args: argparse.Namespace, err: OSError, done: int) -> None:
         outputs = (("--output", args.output), ("--html", args.html), ("--alignments", args.alignments))
         names = " / ".join(f"{flag} {value}" for flag, value in outputs if value) or "stdout"
         err = StreamFailed(names, err)
-    resumes = "; --resume continues after them" if continued(args) else ""  # a full disk freed: as caption says
+    files = continued(args)  # --output / --jsonl FILE: a full disk freed, --resume goes on (as caption says)
+    resumes = "; --resume continues after them" if files else ""
     kept = f" (stopped after {done} input(s){resumes})" if _outputs_intact(err) and done else ""
-    if not kept and continued(args):  # an output file failed (a full disk): the lines written are whole
-        kept = f" ({' and '.join(continued(args).values())}: --resume continues after the inputs done)"
+    if not kept and files:  # an output file failed (a full disk): the lines written are whole
+        kept = f" ({' and '.join(files.values())}: --resume continues after the inputs done)"
     if err.where == "stdout":
         to_devnull(sys.stdout)  # the interpreter's last flush would fail again
     verb = "read" if err.where == "stdin" else "write"
@@ -970,8 +971,7 @@ def _translate_main(args: argparse.Namespace) -> int:
             fail("translate", f"cannot write {record}: {err}")
     if getattr(args, "resume_note", None):  # one file ahead of the other: said once nothing refuses the resume
         print(f"translate: note: {args.resume_note}", file=sys.stderr)
-    if args.seed_note:  # --sample's seed drawn for the run (or a resume's): said once nothing refuses the options
-        print(f"translate: note: {args.seed_note}", file=sys.stderr)
+    say_seed("translate", args)  # --sample's seed drawn for the run (or a resume's): once nothing refuses the options
     # a rerun without --resume starts a file afresh, as a shell's > would; said, as a forgotten --resume loses work
     # (caption's --jsonl says so too)
     files = (("--output", args.output), ("--jsonl", args.jsonl)) if not args.resume else ()
