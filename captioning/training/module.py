@@ -30,7 +30,6 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict
-from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -49,6 +48,7 @@ from captioning.training.grounding import grounding
 from captioning.training.objective import CaptionObjective, ObjectiveConfig
 from captioning.training.readers import split_clash
 from text_attn.core.decoding import evaluating
+from text_attn.core.errors import missing
 from text_attn.core.fused import SCRATCH
 from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_scheduler
 from text_attn.core.metrics import coco_metrics, reads_as_english, reported
@@ -232,16 +232,15 @@ class CaptionModule(RunState, pl.LightningModule):
     def _read_start(self):
         """init_from's model (Captioner.read_start). Gone on a resume (a stage-1 file removed, a relative path from
         another folder): the resume's weights are the checkpoint's, and the line says how to go on without it."""
+        from captioning.model.bundled import model_path
+
         name = self.hparams.init_from
-        try:
-            return Captioner.read_start(name, self.hparams.init_member)
-        except ValueError as err:
-            resuming = getattr(self, "resuming", False)  # set by the command (lightning_cli's before_fit)
-            if not resuming or Path(str(name)).exists() or not str(err).endswith("no such file"):
-                raise
+        if getattr(self, "resuming", False) and not model_path(name).exists():  # set by lightning_cli's before_fit
             raise ValueError(
-                f"{err}: a resume takes its weights from --ckpt_path; give --model.init_from null to resume without it"
-            ) from None
+                f"model.init_from: {missing(str(name), 'no such file')}: a resume takes its weights from --ckpt_path; "
+                "give --model.init_from null to resume without it"
+            )
+        return Captioner.read_start(name, self.hparams.init_member)
 
     def setup(self, stage: str | None = None) -> None:
         self.use_cpu_threads(self.hparams.cpu_threads)  # torch's own count again after the run (teardown)
