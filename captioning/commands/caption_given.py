@@ -41,6 +41,10 @@ def check_given(args: argparse.Namespace) -> None:
     if args.given and args.given_file:
         fail("caption", "give --given (read for every image) or --given-file (each image's own), not both")
     for text in args.given or ():
+        try:  # a byte that was not UTF-8 in argv, kept as a lone surrogate: the captioner refuses it (api_args)
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            fail("caption", f"{given_text('--given', text)}: not valid UTF-8 text")
         if not caption_tokens(text):
             fail("caption", f"{given_text('--given', text)}: no words to read (punctuation is dropped)")
     flag = "--given" if args.given else "--given-file"

@@ -29,7 +29,7 @@ from captioning.model.ensemble import DecoderEnsemble
 from captioning.model.network import CaptionModel
 from captioning.photos.domain import check_fault, far_from_domain
 from captioning.photos.preprocess import Preprocess, photo_source
-from text_attn.core.api_args import a_batch, check_decoding, text_batch
+from text_attn.core.api_args import a_batch, check_decoding, check_encodable, text_batch
 from text_attn.core.casing import Casing, valid_casing
 from text_attn.core.decoding import SearchResult
 from text_attn.core.empty_build import built_uninitialised
@@ -612,6 +612,7 @@ class Captioner:
         ``hard_inference``: as for :meth:`caption_images`."""
         if not isinstance(text, str):
             raise TypeError(f"read_caption: the caption to read must be a text, got {type(text).__name__}")
+        check_encodable(text, "read_caption: the caption")
         images = _photo_list(images, "read_caption")
         out = []
         for first, part in _batches(images):

@@ -180,6 +180,29 @@ def test_translate_options_and_sentences_are_checked_before_the_search():
     assert [t.text for t in translator.translate(x for x in s + s)] == [translator.translate(s)[0].text] * 2
 
 
+def test_a_lone_surrogate_is_named_where_the_text_is_given():
+    """A byte that was not UTF-8, kept as a lone surrogate (os.fsdecode, argv): the translator's subword codec raised
+    a pybind11 cast error 7-13 frames down, the captioner dropped the character unsaid."""
+    import os
+
+    bad = os.fsdecode(b"Ein Hund l\xe4uft.")  # 'Ein Hund l\udce4uft.'
+    said = r"is not valid text: a lone surrogate '\\udce4' at character 11 \(a byte that was not UTF-8"
+    translator = Translator.load()
+    for call, where in ((lambda: translator.translate(["Ein Hund.", bad]), "translate: sentence 1"),
+                        (lambda: translator.tokenize(bad), "tokenize: the text"),
+                        (lambda: translator.read(["Ein Hund."], bad), "read: the translation"),
+                        (lambda: translator.unseen_words(bad), "unseen_words: the text")):  # fmt: skip
+        with pytest.raises(ValueError, match=f"^{where} {said}"):
+            call()
+    captioner = Captioner.load()
+    photo = Image.new("RGB", (64, 64))
+    features = None  # read_texts checks its texts before it reads the features
+    for call, where in ((lambda: captioner.read_texts(features, [bad]), "read_texts: caption 0"),
+                        (lambda: captioner.read_caption([photo], bad), "read_caption: the caption")):  # fmt: skip
+        with pytest.raises(ValueError, match=f"^{where} {said}"):
+            call()
+
+
 def test_a_hard_attention_mode_given_in_two_threads_leaves_the_models_own():
     """Captioner._hard_inference set and restored the shared config without a lock: two threads' calls restored each
     other's mode, and the model decoded with "expect" for good."""
@@ -337,3 +360,20 @@ def test_the_smaller_public_calls_name_what_they_cannot_read(tmp_path):
         translator.translate_tokens([translator.tokenize(x) for x in s], sampling=draw, keys=["a", "b"])
     as_numbers = [t.text for t in translator.translate(s, sampling=draw, keys=np.array([11, 4]))]
     assert as_numbers == [t.text for t in translator.translate(s, sampling=draw, keys=[11, 4])]
+
+
+def test_the_training_functions_take_a_list_of_strings():
+    """text_train_cli / caption_train_cli from Python: one string was read a character an argument ("unknown
+    subcommand 'f'"), a number in the list was "'int' object has no attribute 'startswith'"."""
+    from captioning import caption_train_cli
+    from text_attn import text_train_cli
+
+    for function, name in ((text_train_cli, "text_train_cli"), (caption_train_cli, "caption_train_cli")):
+        split = f"{name} takes a list of arguments, as the command line splits them:"
+        for args, says in (("fit --config reorder_bahdanau", f"{split} give ['fit', '--config', 'reorder_bahdanau']"),
+                           ('fit "x', f"{split} one string an argument"),
+                           (5, f"{name} takes a list of arguments (strings), got int"),
+                           (["fit", "--trainer.max_steps", 2], f"{name}: argument 2 must be a string, as on the "
+                                                               "command line: give '2', got int 2")):  # fmt: skip
+            with pytest.raises(TypeError, match=f"^{re.escape(says)}$"):
+                function(args)

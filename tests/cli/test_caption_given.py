@@ -119,6 +119,8 @@ def test_an_unknown_word_is_named_in_one_note(capsys, scene):
 @pytest.mark.parametrize(
     ("args", "why"),
     [(["--given", " ,.! "], "no words to read"),
+     # a byte that was not UTF-8 in argv (a lone surrogate): a traceback from the captioner's check, dropped before
+     (["--given", "a red \udce4 circle"], "--given 'a red \\udce4 circle': not valid UTF-8 text"),
      (["--given", "a circle", "--beam-size", "3"], "--beam-size is for the captions the model writes"),
      (["--given", "a circle", "--sample"], "--sample is for the captions the model writes"),
      (["--given", "a circle", "--max-len", "5"], "--max-len is for the captions the model writes"),  # as translate

@@ -319,14 +319,15 @@ def test_scoring_no_batch_is_refused(sub, limit, capsys):
         "(default: 1.0, every batch)")  # fmt: skip
 
 
-@pytest.mark.parametrize("subcommand", ["fit", "validate"])
-def test_a_run_refused_at_its_data_leaves_no_run_folder(subcommand, cli_run_in_tmp, capsys):
+@pytest.mark.parametrize(("subcommand", "logger"), [("fit", True), ("validate", True), ("fit", False)])
+def test_a_run_refused_at_its_data_leaves_no_run_folder(subcommand, logger, cli_run_in_tmp, capsys):
     """Lightning makes version_N (TensorBoard's file in it) before the data module's setup: each refused run left an
     empty one (and the config's root folder), and the next run's folder was numbered past it. A folder an earlier run
-    filled is kept."""
+    filled is kept. With no logger, the model file's folder (made before training) was left empty."""
     Path("empty_root").mkdir()
     args = [subcommand, "--config", "multi30k_de_en_bahdanau", "--data.root", "empty_root"]
     args += ["--trainer.default_root_dir", "logs/a", *(["--ckpt_path", "null"] if subcommand == "validate" else [])]
+    args += [] if logger else ["--trainer.logger", "false", "--model.export_path", "logs/a/model.pt"]
     for earlier in (False, True):
         if earlier:  # an earlier run's folder: its files are its own
             Path("logs/a/lightning_logs/version_0/checkpoints").mkdir(parents=True)

@@ -133,8 +133,8 @@ def test_translate_notes_the_inputs_it_recased_and_keep_case_turns_it_off(model_
     assert translate_main(["--model", str(model_file), "--max-len", "3"]) == 0
     recased = capsys.readouterr()
     assert len(recased.out.splitlines()) == 3
-    note = ("translate: note: inputs 2, 3 were typed lowercase or in capitals: read with the capitals of the German "
-            "text the model learned from; --keep-case translates them as typed")  # fmt: skip
+    note = ("translate: note: inputs 2, 3 have no capital past the first letter, or nothing but capitals: read with "
+            "the capitals of the German text the model learned from; --keep-case translates them as typed")  # fmt: skip
     assert note in recased.err.splitlines(), recased.err
     monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[1]}\n{DE[2]}\n"))  # the lines as the model read them
     assert translate_main(["--model", str(model_file), "--max-len", "3"]) == 0

@@ -114,3 +114,24 @@ def test_the_bundled_transformer_notes_a_word_its_pictures_never_named(capsys):
     assert translate_main(["Eine Frau sitzt in einer Eisfischerhütte.", DE[1]]) == 0
     err = capsys.readouterr().err
     assert "translate: note: input 1: Eisfischerhütte is not in the German text the model learned from" in err
+
+
+def test_a_character_spelled_in_bytes_is_named_read_as_unk_and_drawn_as_a_box(capsys, tmp_path, monkeypatch):
+    """The characters "中文", which the bundled Transformer's vocabulary spells in bytes it never learned ("<0xE4>"
+    ...): read as <unk>, they were also said to be "translated from its pieces, a guess"; drawn by --plot as boxes
+    (the labels are the characters), they went unsaid, as the note looked at the byte tokens' ASCII names."""
+    from matplotlib import font_manager
+
+    from text_attn.core import fonts
+
+    latin = font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans"))  # matplotlib's own: no CJK
+    monkeypatch.setattr(fonts, "_fonts", lambda bold: (("DejaVu Sans", latin),))
+    monkeypatch.setattr(fonts, "_rescan", lambda: False)
+    assert translate_main(["--plot", str(tmp_path / "p.png"), "Ein Hund läuft 中文."]) == 0
+    err = capsys.readouterr().err
+    assert "translate: note: input 1: unknown word(s) 中文. read as <unk>" in err
+    assert "not in the German text the model learned from" not in err
+    assert (
+        "translate: note: --plot: 2 character(s) of the labels are in no installed font and are drawn as boxes: 中 文"
+        in err
+    )

@@ -37,7 +37,22 @@ def text_batch(items: Any, name: str, what: str, listed: str | None = None) -> l
     for i, item in enumerate(items):
         if not isinstance(item, str):
             raise TypeError(f"{name}: {what} {i} must be a text, got {type(item).__name__}")
+        check_encodable(item, f"{name}: {what} {i}")
     return items
+
+
+def check_encodable(text: str, where: str) -> None:
+    """ValueError where ``text`` holds a lone surrogate (a byte that was not UTF-8, as ``os.fsdecode`` and Python's
+    reading of argv keep it: "l\\udce4uft"), naming it and where: the subword codec's C++ raised "Unable to cast
+    Python instance of type <class 'str'>" 7-13 frames down, the captioner dropped the character unsaid. The commands
+    refuse such input as "not valid UTF-8 text"."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{where} is not valid text: a lone surrogate {text[err.start]!r} at character {err.start + 1} (a byte "
+            "that was not UTF-8, kept by errors='surrogateescape'): decode the text's bytes in their own encoding"
+        ) from None
 
 
 def check_count(name: str, value: Any, low: int, note: str = "") -> None:

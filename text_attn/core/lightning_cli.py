@@ -33,6 +33,7 @@ import inspect
 import logging
 import os
 import re
+import shlex
 import sys
 import threading
 import warnings
@@ -301,13 +302,17 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             if the run had ended (``fit ... && export`` went on without a model); here the same line, exit code 143.
             Either during fit's training steps: last.ckpt saved at the step reached first (training.stop_asked). A
             SIGTERM once the model file is being written lets it be written: the fit ends as usual, exit code 0.
-            Any error: the run folder it made and left unused is removed (unused_runs)."""
+            Any error: the run folder it made and left unused is removed, and the folders it made left empty
+            (unused_runs)."""
             made = unused_runs.made_by_run(self.trainer)
+            export = getattr(getattr(self.model, "hparams", None), "export_path", None)
+            folders = unused_runs.missing_folders([self.trainer.default_root_dir, export and Path(export).parent])
             try:
                 super()._run_subcommand(subcommand)
             except BaseException as exc:
                 self._give_back_export()
                 unused_runs.remove_unused(made)
+                unused_runs.remove_empty(folders)
                 if isinstance(exc, SystemExit) and getattr(self.trainer, "received_sigterm", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand), code=143) from None
                 if isinstance(exc, SystemExit) and exc.code == 1 and getattr(self.trainer, "interrupted", False):
@@ -841,9 +846,29 @@ def run_lightning_cli(
     defaults and a shipped config to start from, for the line refusing a fit given no config, no data option and no
     checkpoint (:func:`refuse_defaults`). Lightning's notices are quiet for this call only (:func:`quiet_lightning`).
     """
-    argv = named_configs(prog, list(sys.argv[1:] if args is None else args), configs)
+    argv = named_configs(prog, _argument_list(prog, sys.argv[1:] if args is None else args), configs)
     with quiet_lightning(scoring=bool(argv) and argv[0] in ("validate", "test")):
         return _run_cli(prog, module_cls, datamodule_cls, argv, errors, description, renamed, outdated, unread, start)
+
+
+def _argument_list(prog: str, args: Any) -> list[str]:
+    """A Python caller's ``args`` as the command line's list of strings; TypeError where it is one string (read a
+    character an argument: "unknown subcommand 'f'") or holds another value (an int: "'int' object has no attribute
+    'startswith'" from the config reader)."""
+    name = f"{prog.replace('-', '_')}_cli"
+    if isinstance(args, str):
+        try:
+            split = f"give {shlex.split(args)!r}"
+        except ValueError:  # an unclosed quote
+            split = "one string an argument"
+        raise TypeError(f"{name} takes a list of arguments, as the command line splits them: {split}")
+    if not isinstance(args, (list, tuple)):
+        raise TypeError(f"{name} takes a list of arguments (strings), got {type(args).__name__}")
+    for i, arg in enumerate(args):
+        if not isinstance(arg, str):
+            raise TypeError(f"{name}: argument {i} must be a string, as on the command line: give {str(arg)!r}, "
+                            f"got {type(arg).__name__} {arg!r}")  # fmt: skip
+    return list(args)
 
 
 def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str], errors: tuple, description: str,

@@ -40,6 +40,25 @@ def made_by_run(trainer) -> dict[Path, list[Path]]:
     return made
 
 
+def missing_folders(paths: list[str | Path | None]) -> list[Path]:
+    """Called before the run: the folders among ``paths`` (``trainer.default_root_dir``, model.export_path's folder)
+    and above them that do not exist yet, nearest first: a run with no logger (``--trainer.logger false``) makes them
+    too (the model file's folder, before training), and refused at its data it left them empty."""
+    made: list[Path] = []
+    for path in paths:
+        if path:
+            made += [p for p in (Path(path).absolute(), *Path(path).absolute().parents) if not p.exists()]
+    return list(dict.fromkeys(made))
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Each of ``folders`` (:func:`missing_folders`', after a run that ended in an error) removed where it is empty;
+    one that holds anything is left as it is."""
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):  # deepest first
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 def _unused(entry: os.DirEntry) -> bool:
     if not entry.is_file(follow_symlinks=False):
         return False

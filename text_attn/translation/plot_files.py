@@ -79,8 +79,12 @@ class PlotWriter:
 
     def _draw(self, several: bool) -> None:
         from text_attn.core.fonts import GlyphWarning, uncovered
+        from text_attn.core.token_labels import token_labels
 
-        self.chars |= set(uncovered(tok for _, tr in self.waiting for tok in (*tr.source, *tr.tokens)))
+        # the labels drawn, not the tokens: a character a vocabulary spells in bytes ("<0xF0>" "<0x9F>" ...) is drawn
+        # as the character, and its box went unsaid
+        for _, tr in self.waiting:
+            self.chars |= set(uncovered([*token_labels(tr.source), *token_labels(tr.tokens)]))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GlyphWarning)  # said once at the end, not once a picture
             while self.waiting:  # each taken off once drawn: a Ctrl-C mid-batch leaves the rest to finish()

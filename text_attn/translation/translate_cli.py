@@ -242,11 +242,14 @@ def _translate_stream(
             keep(args, progress, n, sources.pop(n, ""), tr.text, found)
             if n in typed and lost_addresses(typed.pop(n), tr.text):  # a model that learned none garbles them
                 address.append(n)
-            if tr.unknown:  # one note at the end names the first ten (a line each flooded an out-of-domain corpus)
-                _count_named(progress, "unknown", (n, _unknown_words(translator, tr)))
+            unknown = _unknown_words(translator, tr) if tr.unknown else []
+            if unknown:  # one note at the end names the first ten (a line each flooded an out-of-domain corpus)
+                _count_named(progress, "unknown", (n, unknown))
             if unsure is not None:
                 count_unsure(progress, f"input {n}", unsure)
-            if words := unseen.get(n):  # as the unknown words: one note at the end names the first ten
+            # as the unknown words: one note at the end names the first ten; a word read as <unk> is not also said to
+            # be "translated from its pieces" (a character whose bytes the vocabulary lacks: "中文" was said both ways)
+            if words := [w for w in unseen.get(n, ()) if not any(w in u for u in unknown)]:
                 _count_named(progress, "unseen", (n, words))
             if tr.nbest is not None:  # n lines per input: number, score, translation, ended or cut; best first
                 written += "".join(f"{n}\t{score:.4f}\t{inert(text)}\t{n_best_ending(cut)}\n"
@@ -604,9 +607,11 @@ def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any])
               "--paragraphs reads the lines up to a blank line as one input", file=sys.stderr)  # fmt: skip
     if progress.get("recased"):
         count, shown = progress["recased"], and_more(progress["recased_first"], progress["recased"])
-        s, were, them = ("s", "were", "them") if count > 1 else ("", "was", "it")
-        print(f"translate: note: input{s} {shown} {were} typed lowercase or in capitals: read with the capitals of "
-              f"{translator.known()}; --keep-case translates {them} as typed", file=sys.stderr)  # fmt: skip
+        s, have, them = ("s", "have", "them") if count > 1 else ("", "has", "it")
+        # as casing.py tells them ("The man rides a bike." too: it was said to be "typed lowercase or in capitals")
+        print(f"translate: note: input{s} {shown} {have} no capital past the first letter, or nothing but capitals: "
+              f"read with the capitals of {translator.known()}; --keep-case translates {them} as typed",
+              file=sys.stderr)  # fmt: skip
 
 
 def _long_note(translator, args: argparse.Namespace, progress: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from text_attn.core.api_args import a_batch, check_count, check_decoding, text_batch
+from text_attn.core.api_args import a_batch, check_count, check_decoding, check_encodable, text_batch
 from text_attn.core.casing import Casing, changed_reading, composed
 from text_attn.core.decoding import Sampling, evaluating, search
 from text_attn.core.empty_build import built_uninitialised
@@ -625,6 +625,7 @@ class Translator:
         sentences = text_batch(sentences, "read", "sentence")
         if not isinstance(translation, str):  # several translations: read_texts
             raise TypeError(f"read takes one translation (a string), got {type(translation).__name__}")
+        check_encodable(translation, "read: the translation")
         read, toks = self._inputs(sentences)
         return self._noted(sentences, read, self.read_tokens(toks, translation))
 
@@ -979,6 +980,7 @@ def _one_text(text: Any, name: str) -> None:
     if not isinstance(text, str):
         each = ": call it once for each" if isinstance(text, (list, tuple)) else ""
         raise TypeError(f"{name} takes one text (a str), got {type(text).__name__}{each}")
+    check_encodable(text, f"{name}: the text")
 
 
 def _token_lists(toks: Any, name: str) -> list:
