@@ -217,7 +217,7 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             mix_size: how many of the photos to mix in (a seeded sample; None = all).
             strict: a missing image file, or one that cannot be read, is an error (default: skipped, with one line
                 on stderr).
-            train_size: shapes: scenes (default 4000); karpathy / folder: cap on train images (None = all).
+            train_size: shapes: scenes (default 4000); karpathy, flickr8k, folder: cap on train images (None = all).
             val_size: shapes: scenes (default 500); karpathy, flickr8k: cap (None = all); folder: images held out
                 (default 5%, at least 2 where 2 are left to train on). test_size: likewise for test (0: ``test``
                 is refused, having nothing to score; val_size 0: refused, as there is nothing to validate on).

@@ -249,9 +249,9 @@ def test_a_sanity_check_over_part_of_the_val_split_gives_no_start_score_to_compa
     (line,) = [x for x in err.splitlines() if "no start score" in x]
     best = 100 * float(cli.trainer.checkpoint_callback.best_model_score)
     assert line == (
-        f"caption-train: val_Bleu_4: {best:.2f} at the best checkpoint; no start score to compare: the sanity check "
-        "validated model.init_from shapes on 1 of the 2 val batches (trainer.num_sanity_val_steps -1 validates the "
-        "whole split before training)"
+        f"caption-train: val_Bleu_4: {best:.2f} at the best checkpoint (as 0-100; logged as a fraction, 0-1); no start "
+        "score to compare: the sanity check validated model.init_from shapes on 1 of the 2 val batches "
+        "(trainer.num_sanity_val_steps -1 validates the whole split before training)"
     )
 
 

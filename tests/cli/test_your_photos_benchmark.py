@@ -163,14 +163,16 @@ def test_the_dog_photos_and_the_rest_of_the_test_split_part_it():
 def test_a_fit_that_wrote_its_start_back_is_scored_on_val_as_the_start(tmp_path):
     (tmp_path / "fit.log").write_text(
         "caption-train: val_CIDEr: 71.49 from model.init_from runs/extend/model.pt before training, 66.47 at the best "
-        "checkpoint: training did not beat the start on these val photos (the start may caption them as well)\n"
+        "checkpoint (as 0-100; logged as a fraction, 0-1): training did not beat the start on these val photos (the "
+        "start may caption them as well)\n"
         "wrote model file: runs/xe_scst/model.pt (model.init_from's weights: they scored better on val than the best "
         "checkpoint, best.ckpt, which holds the trained ones)\n"
     )
     assert your_photos.written_back(tmp_path) == 71.49
     (tmp_path / "fit.log").write_text(
         "caption-train: val_CIDEr: 64.96 from model.init_from flickr8k (decoder 1) before training, 65.79 at the best "
-        "checkpoint\nwrote model file: runs/scst/model.pt (best checkpoint best.ckpt)\n"
+        "checkpoint (as 0-100; logged as a fraction, 0-1)\n"
+        "wrote model file: runs/scst/model.pt (best checkpoint best.ckpt)\n"
     )
     assert your_photos.written_back(tmp_path) is None
     row = _row(best_val_CIDEr=71.49, start_written_back=True)

@@ -56,7 +56,7 @@ class StartScores:
                 # differed in their last digits and the start's weights were "better" on a tie (written back)
                 start = float(struct.unpack("f", struct.pack("f", self.scores[metric]))[0])
                 line = f"{metric}: {shown(metric, start)} from model.init_from {name} before training, "
-                line += f"{shown(metric, best)} at the best checkpoint"
+                line += f"{shown(metric, best)} at the best checkpoint{scale(metric)}"
                 better = start > best if larger else start < best
                 if better or start == best:
                     line += f": training did not beat the start on these {examples}"
@@ -64,11 +64,17 @@ class StartScores:
             if self.partial is not None and metric in self.partial[2]:
                 done, batches = self.partial[:2]  # batches: inf for a loader of no length
                 part = f"{done:.0f} of the {batches:.0f}" if math.isfinite(batches) else f"{done:.0f} of the"
-                line = (f"{metric}: {shown(metric, best)} at the best checkpoint; no start score to compare: the "
-                        f"sanity check validated model.init_from {name} on {part} val batches "
+                line = (f"{metric}: {shown(metric, best)} at the best checkpoint{scale(metric)}; no start score to "
+                        f"compare: the sanity check validated model.init_from {name} on {part} val batches "
                         "(trainer.num_sanity_val_steps -1 validates the whole split before training)")  # fmt: skip
                 return line, False
         return None, False
+
+
+def scale(metric: str) -> str:
+    """What the line says after a score :func:`shown` gives out of 100 that the logs keep as a fraction (a val_bleu
+    of 70.24 in the line was 0.7024 in metrics.csv, unsaid); "" for a loss and sacreBLEU's own 0-100."""
+    return "" if metric.endswith("loss") or out_of_100(metric) else " (as 0-100; logged as a fraction, 0-1)"
 
 
 def shown(metric: str, value: float) -> str:

@@ -259,7 +259,7 @@ def export_main(argv: list[str] | None = None) -> int:
         "Turn a text-train Lightning checkpoint (or a text model file: re-export, halve) into a "
         "self-contained model file for `translate --model`. Example: "
         "text-export runs/x/checkpoints/last.ckpt model.pt; averaging the last three epochs: "
-        "text-export epoch-12.ckpt model.pt --average epoch-11.ckpt epoch-10.ckpt",
+        "text-export epoch-epoch=12.ckpt model.pt --average epoch-epoch=11.ckpt epoch-epoch=10.ckpt",
         "a text-train .ckpt file, or a text model file (a bundled one by name: multi30k_de_en, also called "
         "transformer, or bahdanau)",
         "model file to write (e.g. model.pt); may be the input",
