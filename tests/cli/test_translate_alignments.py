@@ -85,11 +85,12 @@ def test_a_model_without_attention_is_refused(capsys, tmp_path):
     cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8,
                         dec_hidden=8, attn_dim=8, attention="none")  # fmt: skip
     model = Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(tmp_path / "none.pt")
-    with pytest.raises(SystemExit) as exc:
-        translate_main(["ein mann", "--model", str(model), "--alignments", str(tmp_path / "a.txt")])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and len(err) == 1 and "--alignments: this model has no attention to align" in err[0]
-    assert not (tmp_path / "a.txt").exists()
+    for flag, verb, out in (("--alignments", "align", "a.txt"), ("--plot", "plot", "a.png")):  # --plot: exit 0 was
+        with pytest.raises(SystemExit) as exc:  # a note at the end, no file
+            translate_main(["ein mann", "--model", str(model), flag, str(tmp_path / out)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1 and f"{flag}: this model has no attention to {verb}" in err[0]
+        assert not (tmp_path / out).exists()
 
 
 @pytest.mark.parametrize(

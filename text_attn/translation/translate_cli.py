@@ -908,13 +908,15 @@ def _translate_main(args: argparse.Namespace) -> int:
     if args.evidence and not (args.plot or args.html or args.jsonl):
         fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG or --html FILE (or "
              "--json, --jsonl FILE: in each record)")  # fmt: skip
-    if args.alignments:
-        from text_attn.translation.explain import require_attention
+    # --plot too: it noted "no attention to plot" at the end and exited 0, no file written (a script went on)
+    for flag, verb, given in (("--alignments", "align", args.alignments), ("--plot", "plot", args.plot)):
+        if given:
+            from text_attn.translation.explain import require_attention
 
-        try:
-            require_attention(translator.net)
-        except ValueError as err:
-            fail("translate", f"--alignments: {str(err).replace('to explain', 'to align')}")
+            try:
+                require_attention(translator.net)
+            except ValueError as err:
+                fail("translate", f"{flag}: {str(err).replace('to explain', f'to {verb}')}")
     if args.evidence:
         from text_attn.translation.explain import require_attention
 
