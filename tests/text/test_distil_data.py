@@ -95,3 +95,15 @@ def test_a_model_trained_on_the_folder_records_its_note(tmp_path):
     assert TextCodec.from_metadata({"info": facts}).target_lang == "fr"
     bundled = {"training_data": "Multi30k, German -> English: 29,000 training pairs, and ... (distillation)"}
     assert TextCodec.from_metadata({"info": bundled}).target_lang == "en"
+
+
+def test_a_model_trained_on_part_of_multi30k_says_how_many_pairs(tmp_path):
+    """A folder laid out as Multi30k (or data.train_size) of fewer training pairs than the corpus's 29,000: the model
+    file said "Multi30k task 1" alone, as if trained on the whole."""
+    from helpers.multi30k import write_corpus
+
+    dm = TranslationDataModule(task="pair", root=str(write_corpus(tmp_path / "c")), src_lang="de", tgt_lang="en")
+    assert "trained_on" not in dm.facts  # not read yet: nothing to say
+    dm.setup("fit")
+    assert dm.facts["trained_on"] == "6 of its 29,000 training pairs"
+    assert dm.facts["training_data"] == "Multi30k task 1 (Elliott et al. 2016), German -> English"

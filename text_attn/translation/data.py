@@ -130,6 +130,7 @@ MULTI30K_TERMS = (  # what a model trained on Multi30k says of it (its file's in
     "Multi30k (Elliott et al. 2016) is for non-commercial research and educational use only; this model was trained "
     "on it: the same terms apply to it."
 )
+MULTI30K_TRAIN_PAIRS = 29_000  # task 1's train split (../shared/data/README.md): fewer trained on are said (facts)
 
 
 class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
@@ -377,8 +378,12 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         pair = " -> ".join(LANGUAGES.get(code, code) if code else "(not given)" for code in (hp.src_lang, hp.tgt_lang))
         if not multi30k:
             return {**own, "languages": pair}
+        # part of it (data.train_size, a folder of fewer lines): the file said "Multi30k" alone, as if the whole
+        train = getattr(self, "splits", {}).get("train")
+        part = train is not None and len(train) != MULTI30K_TRAIN_PAIRS
         return {
             "training_data": f"Multi30k task 1 (Elliott et al. 2016), {pair}",  # the pair said here, not twice
+            **({"trained_on": f"{len(train):,} of its {MULTI30K_TRAIN_PAIRS:,} training pairs"} if part else {}),
             "terms": MULTI30K_TERMS,
             **note_facts(hp.root),  # a folder whose train text is not the corpus's own says so
         }
