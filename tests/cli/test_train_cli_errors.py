@@ -367,3 +367,23 @@ def test_a_full_disk_is_one_line_and_a_log_writers_thread_one_note(tmp_path, cap
     other = type("Args", (), {"exc_value": ValueError("x")})()
     lightning_cli._full_disk_in_thread("text-train", said.append, other)
     assert said == [other] and threading.excepthook is before  # another error: Python's own hook
+
+
+@pytest.mark.parametrize("train, prog", [(text_train, "text-train"), (caption_train, "caption-train")])
+def test_torchrun_starting_other_processes_than_the_trainers_is_refused(train, prog, cli_run_in_tmp, capsys,
+                                                                         monkeypatch):  # fmt: skip
+    """torchrun --nproc-per-node 2 with --trainer.devices 1: each process ran a whole fit of its own, side by side
+    (two version folders, two model files, every line twice), exit 0."""
+    for name, value in (("TORCHELASTIC_RUN_ID", "t"), ("WORLD_SIZE", "2"), ("LOCAL_WORLD_SIZE", "2"), ("RANK", "0"),
+                        ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29731")):  # fmt: skip
+        monkeypatch.setenv(name, value)
+    config = "reorder_bahdanau" if prog == "text-train" else "shapes_soft"
+    with pytest.raises(SystemExit) as exc:
+        train(["fit", "--config", config, "--trainer.devices", "1", "--trainer.accelerator", "cpu",
+               "--trainer.max_steps", "1", "--trainer.default_root_dir", "runs/x"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and err[-1] == (
+        f"{prog}: error: trainer.devices x trainer.num_nodes is 1 process(es), and torchrun started 2 (WORLD_SIZE): "
+        "each would run a training of its own: give --trainer.devices 2 --trainer.num_nodes 1"
+    )
+    assert not Path("runs").exists()

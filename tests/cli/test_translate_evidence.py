@@ -56,8 +56,8 @@ def test_refusals_in_one_line(tmp_path, capsys):
     cfg = Seq2SeqConfig(**{**vars(plain.net.cfg), "attention": "none"})
     bare = Translator(Seq2Seq(cfg), plain.src_vocab, plain.tgt_vocab, "word", True).save(tmp_path / "bare.pt")
     for argv, why in ((["ein mann", "--model", str(model), "--evidence"], "give it with --plot"),
-                      (["ein mann", "--model", str(bare), "--plot", str(tmp_path / "g.png"), "--evidence"],
-                       "no attention to explain"),
+                      (["ein mann", "--model", str(bare), "--html", str(tmp_path / "g.html"), "--evidence"],
+                       "--evidence: this model has no attention to explain"),  # (--plot: refused for that first)
                       (["ein mann", "--model", str(model), "--plot", str(tmp_path / "g.png"), "--evidence", "--sample"],
                        "--sample draws them at random: drop one"),
                       (["ein mann", "--model", str(model), "--alignments", str(tmp_path / "a.txt"), "--align-by",

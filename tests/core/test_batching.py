@@ -54,9 +54,9 @@ def test_pools_of_one_batch_keep_the_samplers_draw():
 class Data(ResumableBatches):
     """A data module's resume state alone: its batch size and the trainer's stage."""
 
-    def __init__(self, batch_size: int, fn: str = "fit"):
+    def __init__(self, batch_size: int, fn: str = "fit", processes: int = 1):
         self.hparams = SimpleNamespace(batch_size=batch_size)
-        self.trainer = SimpleNamespace(state=SimpleNamespace(fn=fn), ckpt_path="runs/last.ckpt")
+        self.trainer = SimpleNamespace(state=SimpleNamespace(fn=fn), ckpt_path="runs/last.ckpt", world_size=processes)
 
 
 def test_a_resume_skips_in_the_batch_size_it_was_saved_with_and_refuses_another():
@@ -80,6 +80,31 @@ def test_a_resume_skips_in_the_batch_size_it_was_saved_with_and_refuses_another(
     fresh = Data(8)
     fresh.load_state_dict({**saved, "batches_done": 0})  # nothing of its epoch trained: nothing to skip
     assert fresh.take_resume_skip() == (1, 0)
+
+
+def test_a_resume_on_another_number_of_processes_is_refused():
+    """Each DDP process trains its share of an epoch's samples, its batches counted per process: resumed on another
+    number of processes, 2 -> 1 left 19 of an epoch's 192 samples untrained and trained 67 twice, 1 -> 2 trained 144
+    twice, unsaid."""
+    saved = {"epoch": 1, "batches_done": 3, "batch_size": 16, "epoch_batches": 6, "processes": 2}
+    same = Data(16, processes=2)
+    same.load_state_dict(saved)
+    assert same.take_resume_skip() == (1, 3)
+    for ran, now in ((2, 1), (1, 2)):
+        with pytest.raises(ValueError) as err:
+            Data(16, processes=now).load_state_dict({**saved, "processes": ran})
+        assert str(err.value) == (
+            f"{now} process(es) (trainer.devices x trainer.num_nodes): the checkpoint trained 3 batches in epoch 1 on "
+            f"{ran}, each process its share of the samples, and a resume goes on from that count: resume on {ran}, or "
+            "start a new fit from its weights with --model.init_from runs/last.ckpt (its steps and optimiser afresh)"
+        )
+    Data(16, "validate").load_state_dict(saved)  # no train loader: the weights are all it reads
+    fresh = Data(16)
+    fresh.load_state_dict({**saved, "batches_done": 0})  # nothing of its epoch trained: nothing to skip
+    assert fresh.take_resume_skip() == (1, 0)
+    older = Data(16)
+    older.load_state_dict({k: v for k, v in saved.items() if k != "processes"})  # before it was recorded: as it was
+    assert older.take_resume_skip() == (1, 3)
 
 
 def test_an_epoch_cut_short_by_a_limit_resumes_with_the_next_epoch():

@@ -139,7 +139,8 @@ class ResumableBatches:
     resumed train loader skips exactly those, so the run continues with the batches an uninterrupted run would see.
     With them: the batches the epoch runs (a checkpoint at the end of an epoch cut short by limit_train_batches or
     overfit_batches closed it; the resumed run starts the next one) and ``data.batch_size``, what the count is in (a
-    fit resumed with another is refused in one line; a checkpoint of before, without it, resumes as it did).
+    fit resumed with another is refused in one line; a checkpoint of before, without it, resumes as it did) and the
+    number of processes that trained it (likewise: each trained its share of the samples, counted per process).
     """
 
     _resume_skip: tuple[int, int] | None = None
@@ -167,6 +168,7 @@ class ResumableBatches:
             "epoch": max(started - 1, 0) if started else int(trainer.current_epoch),
             "batches_done": int(loop.epoch_loop.batch_progress.current.processed),
             "batch_size": int(self.hparams.batch_size),
+            "processes": int(getattr(trainer, "world_size", 1) or 1),
         }
         total = trainer.num_training_batches
         if isinstance(total, int) or (isinstance(total, float) and total.is_integer()):  # inf: a loader of no length
@@ -199,6 +201,18 @@ class ResumableBatches:
                 f"data.batch_size {now}: the checkpoint trained {done} batches of {saved} in epoch {epoch}, and a "
                 f"resume goes on counting in batches of {saved}: keep data.batch_size {saved}, or start a new fit "
                 f"from its weights with --model.init_from {ckpt} (its steps and optimiser afresh)"
+            )
+        processes, ran = int(getattr(trainer, "world_size", 1) or 1), state.get("processes")
+        if done and ran is not None and int(ran) != processes and fitting:
+            # as with another batch size: each process trained its share of the epoch's samples, counted per
+            # process; resumed on another number, 2 -> 1 left 19 of 192 samples of that epoch untrained and trained
+            # 67 twice, 1 -> 2 trained 144 twice (unsaid, exit 0)
+            ckpt = getattr(trainer, "ckpt_path", None) or "CKPT"
+            raise ValueError(
+                f"{processes} process(es) (trainer.devices x trainer.num_nodes): the checkpoint trained {done} "
+                f"batches in epoch {epoch} on {ran}, each process its share of the samples, and a resume goes on from "
+                f"that count: resume on {ran}, or start a new fit from its weights with --model.init_from {ckpt} (its "
+                "steps and optimiser afresh)"
             )
         if "epoch_batches" in state and done >= int(state["epoch_batches"]):
             # its epoch closed: the next one from its start. (Compared with the loader's own length, as a checkpoint

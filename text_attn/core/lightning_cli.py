@@ -42,7 +42,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from text_attn.core import run_checkpoints, startup_gc, unused_runs
+from text_attn.core import ddp_sigterm, run_checkpoints, startup_gc, unused_runs
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
 from text_attn.core.errors import WriteError, fail, one_line, unrecognized
 from text_attn.core.ranks import say
@@ -291,6 +291,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
         def after_instantiate_classes(self) -> None:
             super().after_instantiate_classes()
             startup_gc.release()  # the imports, the model and the data are in: the collector as usual (startup_gc.py)
+            ddp_sigterm.keep_collectives_out_of_the_handler()  # a SIGTERM under DDP hung both processes (1 in 5)
             strategy = getattr(self.trainer, "strategy", None)
             if strategy is not None and type(strategy.checkpoint_io) is TorchCheckpointIO:
                 strategy.checkpoint_io = AtomicCheckpointIO()
@@ -304,6 +305,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             SIGTERM once the model file is being written lets it be written: the fit ends as usual, exit code 0.
             Any error: the run folder it made and left unused is removed, and the folders it made left empty
             (unused_runs)."""
+            refuse_other_launch(prog, self.trainer)
             made = unused_runs.made_by_run(self.trainer)
             export = getattr(getattr(self.model, "hparams", None), "export_path", None)
             folders = unused_runs.missing_folders([self.trainer.default_root_dir, export and Path(export).parent])
@@ -317,6 +319,10 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                     raise Interrupted(interrupted_line(self.trainer, subcommand), code=143) from None
                 if isinstance(exc, SystemExit) and exc.code == 1 and getattr(self.trainer, "interrupted", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand)) from None
+                if lost := lost_process(exc, self.trainer):  # another process of the run died (killed, its machine
+                    # lost): a 95-line traceback of gloo's "Connection reset by peer", nothing of how to go on
+                    line = interrupted_line(self.trainer, subcommand).replace("interrupted", f"stopped ({lost})", 1)
+                    raise Interrupted(line, code=1, alone=True) from None
                 raise
             self._give_back_export()
 
@@ -572,6 +578,24 @@ def replaced_note(path: str) -> str | None:
             "another --model.export_path to keep both")  # fmt: skip
 
 
+def refuse_other_launch(prog: str, trainer) -> None:
+    """One line where torchrun started another number of processes than the trainer's devices x num_nodes: with
+    ``--trainer.devices 1`` each of torchrun's 2 processes ran a whole fit of its own, side by side, each writing its
+    own version folder and model file, exit 0 (a DDP strategy's mismatch Lightning refuses itself; caption refuses it
+    as --devices)."""
+    from lightning_fabric.plugins.environments import TorchElasticEnvironment
+
+    if not TorchElasticEnvironment.detect():
+        return
+    started, per_node = int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
+    ours = int(getattr(trainer, "world_size", 1) or 1)
+    if started != ours:
+        fit = (f": give --trainer.devices {per_node} --trainer.num_nodes {started // per_node}"
+               if per_node and started % per_node == 0 else "")  # fmt: skip
+        fail(prog, f"trainer.devices x trainer.num_nodes is {ours} process(es), and torchrun started {started} "
+                   f"(WORLD_SIZE): each would run a training of its own{fit}")  # fmt: skip
+
+
 def refuse_export_path(path: str) -> None:
     """WriteError (one line) where model.export_path cannot be written: a link, a folder, a FIFO; a folder that cannot
     be made or written into."""
@@ -587,11 +611,27 @@ def refuse_export_path(path: str) -> None:
 
 
 class Interrupted(Exception):
-    """A run stopped by Ctrl-C (``code`` 130) or SIGTERM (143); the message says where it stopped and how to go on."""
+    """A run stopped by Ctrl-C (``code`` 130) or SIGTERM (143); the message says where it stopped and how to go on.
+    ``alone``: a stop this process met alone (another process lost), said by it whatever its rank; the others are said
+    by the run's first process only (every process stops alike)."""
 
-    def __init__(self, message: str, code: int = 130):
+    def __init__(self, message: str, code: int = 130, alone: bool = False):
         super().__init__(message)
-        self.code = code
+        self.code, self.alone = code, alone
+
+
+def lost_process(exc: BaseException, trainer) -> str | None:
+    """What to say where ``exc`` is a collective's error because another process of a multi-process run ended (its
+    peer's connection gone); None for any other error."""
+    if int(getattr(trainer, "world_size", 1) or 1) < 2 or not isinstance(exc, RuntimeError):
+        return None
+    import torch.distributed as dist
+
+    text = str(exc)
+    gone = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted")
+    if isinstance(exc, getattr(dist, "DistError", ())) or any(g in text for g in gone):
+        return "another process of this run was lost"
+    return None
 
 
 def interrupted_line(trainer, subcommand: str) -> str:
@@ -927,7 +967,10 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
         fix = fixes.get(exc.errno, f"free some space, or give {other_disk}")
         fail(prog, f"cannot write{where}: {exc.strerror or one_line(exc)} ({fix})")
     except Interrupted as exc:  # what was written stays (checkpoints are written whole: AtomicCheckpointIO)
-        print(f"{prog}: {exc}", file=sys.stderr)
+        if exc.alone:
+            print(f"{prog}: {exc}", file=sys.stderr)
+        else:
+            say(f"{prog}: {exc}")  # every process of a DDP run stops at the same step: said once, by the first
         raise SystemExit(exc.code) from None
     except KeyboardInterrupt:  # before Lightning's loop began (the imports, the data, the model)
         print(f"{prog}: interrupted before training began: nothing was written", file=sys.stderr)

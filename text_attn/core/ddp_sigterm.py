@@ -1,0 +1,40 @@
+"""SIGTERM under DDP without a collective inside the signal handler.
+
+Lightning 2.6's handler (``_SignalConnector._sigterm_notifier_fn``) calls ``torch.distributed.broadcast`` from
+within the handler. Python runs a handler between bytecodes of whatever the main thread is doing: in rank 0's
+``backward`` that broadcast met rank 1's gradient all-reduce, and both processes waited on each other for good (1 of 5
+SIGTERMs to a 2-process ``text-train fit`` on the CPU hung, `timeout` unable to end it: its one TERM went to the same
+handler). The broadcast is not needed: the training loop sends rank 0's flag to every rank at the start of each batch
+(``_TrainingEpochLoop._broadcast_sigterm_tensor``), where every rank is between collectives, and all stop there, as
+docs/scale.md says. Here the handler does the rest of what it did (the log line, the launcher's children told, the
+flag set) and leaves the broadcast to the loop.
+"""
+
+from __future__ import annotations
+
+_patched = False
+
+
+def _notify(self, signum, frame) -> None:  # noqa: ARG001 - a signal handler's signature
+    """Lightning's handler, less its broadcast: said, passed to the processes the launcher started, flagged."""
+    from pytorch_lightning.trainer.connectors import signal_connector
+    from pytorch_lightning.utilities.rank_zero import rank_prefixed_message
+
+    signal_connector.log.info(rank_prefixed_message(f"Received SIGTERM: {signum}", self.trainer.local_rank))
+    if not self.received_sigterm:
+        launcher = self.trainer.strategy.launcher
+        if launcher is not None:
+            launcher.kill(signum)
+    self.received_sigterm = True
+
+
+def keep_collectives_out_of_the_handler() -> None:
+    """Lightning's SIGTERM handler replaced by :func:`_notify` for this process's fits (once; the class's handler is
+    looked up when a fit registers it)."""
+    global _patched
+    if _patched:
+        return
+    from pytorch_lightning.trainer.connectors.signal_connector import _SignalConnector
+
+    _SignalConnector._sigterm_notifier_fn = _notify
+    _patched = True
