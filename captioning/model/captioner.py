@@ -29,7 +29,7 @@ from captioning.model.ensemble import DecoderEnsemble
 from captioning.model.network import CaptionModel
 from captioning.photos.domain import check_fault, far_from_domain
 from captioning.photos.preprocess import Preprocess, photo_source
-from text_attn.core.api_args import a_batch, check_decoding, check_encodable, text_batch
+from text_attn.core.api_args import a_batch, check_decoding, check_encodable, check_flag, text_batch
 from text_attn.core.casing import Casing, valid_casing
 from text_attn.core.decoding import SearchResult
 from text_attn.core.empty_build import built_uninitialised
@@ -663,6 +663,7 @@ class Captioner:
         text_attn.core.unsure.CAPTION_UNSURE (underlined in Jupyter). ``n_best``: also the n best captions of the
         beam, best first, in ``Caption.nbest`` (``caption --n-best``; at most the beam size)."""
         images = _photo_list(images, "caption_images")
+        check_flag("probs", probs)  # "yes" was taken as true, "" as false
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
         if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= search["beam_size"]:
             raise ValueError(

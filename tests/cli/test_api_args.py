@@ -377,3 +377,21 @@ def test_the_training_functions_take_a_list_of_strings():
                                                                "command line: give '2', got int 2")):  # fmt: skip
             with pytest.raises(TypeError, match=f"^{re.escape(says)}$"):
                 function(args)
+
+
+def test_on_off_options_and_vocabulary_sizes_are_checked():
+    """probs="yes" was taken as true ("" as false, "no" as true); a network config of vocabulary size 0 was built and
+    failed in torch's embedding lookup (IndexError)."""
+    from text_attn.translation.seq2seq import Seq2SeqConfig
+    from text_attn.translation.transformer import TransformerConfig
+
+    translator, captioner = Translator.load(), Captioner.load()
+    for call in (lambda: translator.translate(["Ein Hund."], probs="yes"),
+                 lambda: translator.translate(["Ein Hund."], split=0),
+                 lambda: captioner.caption_images([Image.new("RGB", (32, 32))], probs="no")):  # fmt: skip
+        with pytest.raises(TypeError, match=r"^(probs|split) must be True or False, got ('yes'|0|'no')$"):
+            call()
+    with pytest.raises(ValueError, match=r"^src_vocab_size must be at least 4 \(the specials <pad>, <bos>, <eos>, "):
+        Seq2SeqConfig(src_vocab_size=0, tgt_vocab_size=9)
+    with pytest.raises(TypeError, match=r"^tgt_vocab_size must be an integer \(len\(vocabulary\)\), got 9.0$"):
+        TransformerConfig(src_vocab_size=9, tgt_vocab_size=9.0)

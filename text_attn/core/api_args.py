@@ -55,6 +55,13 @@ def check_encodable(text: str, where: str) -> None:
         ) from None
 
 
+def check_flag(name: str, value: Any) -> None:
+    """TypeError where an on/off option is not a bool (numpy's is one): a string was read by its truth ("no": on)."""
+    numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")
+    if not (isinstance(value, bool) or numpy_bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
 def check_count(name: str, value: Any, low: int, note: str = "") -> None:
     """TypeError where ``value`` is no integer (numpy's are; a bool is not), ValueError where it is below ``low``
     (``note``: said after the bound, e.g. what 0 means)."""

@@ -112,6 +112,17 @@ def is_word(token: str) -> bool:
     return any(ch.isalnum() for ch in token)
 
 
+def check_vocab_sizes(**sizes: object) -> None:
+    """ValueError / TypeError for a network config's vocabulary size that no Vocabulary has (at least its specials):
+    ``Seq2SeqConfig(src_vocab_size=0, ...)`` built, and failed in torch's embedding lookup with an IndexError."""
+    for name, size in sizes.items():
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise TypeError(f"{name} must be an integer (len(vocabulary)), got {size!r}")
+        if size < len(SPECIALS):
+            raise ValueError(f"{name} must be at least {len(SPECIALS)} (the specials {', '.join(SPECIALS)} and the "
+                             f"words: len(vocabulary)), got {size}")  # fmt: skip
+
+
 class Vocabulary:
     """Token <-> id mapping with special tokens pad/bos/eos/unk at ids 0..3."""
 

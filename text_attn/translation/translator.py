@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from text_attn.core.api_args import a_batch, check_count, check_decoding, check_encodable, text_batch
+from text_attn.core.api_args import a_batch, check_count, check_decoding, check_encodable, check_flag, text_batch
 from text_attn.core.casing import Casing, changed_reading, composed
 from text_attn.core.decoding import Sampling, evaluating, search
 from text_attn.core.empty_build import built_uninitialised
@@ -503,6 +503,8 @@ class Translator:
         sentences = text_batch(sentences, "translate", "sentence")
         probs = options.pop("probs", False)
         split = options.pop("split", True)
+        for name, value in (("probs", probs), ("split", split), ("paragraphs", options.get("paragraphs", False))):
+            check_flag(name, value)  # "yes" was taken as true, "" as false
         if options.pop("paragraphs", False):  # wrapped text: each one's lines joined (translate --paragraphs)
             sentences = [self.read_paragraph(s) for s in sentences]
         elif split:
