@@ -548,6 +548,10 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             )
         return out
 
+    def drawn_split(self) -> bool:
+        """A folder of photos: val and test drawn from it by data.val_size, test_size, seed."""
+        return self.hparams.source == "folder"
+
     def held_out(self) -> list[str] | None:
         """The val and test photos' file names (ResumableBatches: a resume tells whether they are the checkpoint's
         run's), as the splits were read: photos that cannot be read leave them later, at the fit's start (a resume

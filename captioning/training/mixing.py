@@ -11,13 +11,16 @@ the scores would no longer say how the model does on the new kind.
 that no photo Flickr8k holds out for scoring is trained on. ``mix_image_dir`` is any folder with its captions file
 (read_folder's format, Flickr8k's token file too): all its photos. ``mix_size`` takes that many, the first in the order
 of a hash of the seed and each photo's name: the same photos at every run, and a larger size keeps the smaller one's.
-A mixed photo that is one of the data's own (the same file, or one of the same name and size) is left out, said in
-one line: it would be trained on twice, or trained on where it is held out.
+A mixed photo that is one of the data's own (the same file, one of the same name and size, or a file of the same
+bytes under another name) is left out, said in one line: it would be trained on twice, or trained on where it is held
+out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -36,6 +39,34 @@ def _identity(path: Path) -> tuple:
         return (path.resolve(),), (path.name, path.stat().st_size)
     except OSError:  # gone since it was listed: the reader's checks say so, not this
         return (path.resolve(),), (path.name, -1)
+
+
+def _copies_of(photos: list[Path]) -> Callable[[Path], bool]:
+    """Whether a file holds the bytes of one of ``photos`` (a copy under another name: IMG_0002.jpg of a mixed-in
+    photo was held out as the data's own and trained on as the mix's, its test score of a photo learned; the folder
+    reader makes such copies one photo too). Only files of a size one of ``photos`` has are read, each once."""
+    by_size: dict[int, list[Path]] = {}
+    for path in photos:
+        with contextlib.suppress(OSError):  # gone since it was listed: the reader's checks say so
+            by_size.setdefault(path.stat().st_size, []).append(path)
+    digests: dict[Path, str | None] = {}
+
+    def digest(path: Path) -> str | None:
+        if path not in digests:
+            try:
+                digests[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                digests[path] = None
+        return digests[path]
+
+    def copy(path: Path) -> bool:
+        try:
+            alike = by_size.get(path.stat().st_size)
+        except OSError:
+            return False
+        return bool(alike) and (found := digest(path)) is not None and any(digest(p) == found for p in alike)
+
+    return copy
 
 
 def mixed_in(
@@ -63,7 +94,8 @@ def mixed_in(
     for items in own.values():
         for it in items:
             mine.update(_identity(Path(it.path)))
-    kept = [it for it in pool if not mine.intersection(_identity(Path(it.path)))]
+    same_bytes = _copies_of([Path(it.path) for items in own.values() for it in items])
+    kept = [it for it in pool if not mine.intersection(_identity(Path(it.path))) and not same_bytes(Path(it.path))]
     theirs = len(pool) - len(kept)  # photos of the mix that are the data's own
     if not kept:
         raise CaptionDataError(f"{where}: all {len(pool):,} of its photos are the data's own: nothing to mix in")

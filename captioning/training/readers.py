@@ -426,8 +426,12 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
             wide.append(n)  # a third column (a photographer, a source) was read into the caption; a CSV's cut it
         toks = caption_tokens(caption)
         if tab and name.strip() and not toks:  # the line's shape is right; its caption has no word
-            raise CaptionDataError(f"{tsv}: line {n}: the caption of {name.strip()!r} has no words "
-                                   "(punctuation is dropped)")  # fmt: skip
+            # an empty column and the caption in the next (two tabs, as an editor aligning columns writes them): the
+            # line said "has no words (punctuation is dropped)" of a caption that is there
+            later = next((c for c in cols[2:] if caption_tokens(c)), None) if not caption.strip() else None
+            why = ("is empty, and the next column holds words (two tabs between them?)" if later is not None
+                   else "has no words (punctuation is dropped)")  # fmt: skip
+            raise CaptionDataError(f"{tsv}: line {n}: the caption of {name.strip()!r} {why}")
         if not tab or not name.strip():
             hint = " (commas between them? a .csv file is read as CSV)" if not comma and "," in line else ""
             hint = SEMICOLONS if comma and ";" in line and not tab else hint

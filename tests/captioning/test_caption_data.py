@@ -81,6 +81,10 @@ def test_folder_reader_groups_lines_per_image(capsys, tmp_path):
     empty.write_text("coffee.png\tfine\ncoffee.png\t . , !\n")
     with pytest.raises(CaptionDataError, match="line 2: the caption of 'coffee.png' has no words"):
         read_folder(IMAGES, empty)
+    empty.write_text("coffee.png\tfine\ncoffee.png\t\ta cup\n")  # two tabs: "has no words" of a caption that is there
+    with pytest.raises(CaptionDataError, match=r"line 2: the caption of 'coffee.png' is empty, and the next column "
+                                               r"holds words \(two tabs between them\?\)$"):  # fmt: skip
+        read_folder(IMAGES, empty)
     # a line separator other than a line feed inside a caption (U+2028, NEL, a form feed) is part of its line: the
     # next lines keep their numbers (they were split there, and line 3's error was named line 4)
     odd = tmp_path / "odd.tsv"

@@ -91,25 +91,27 @@ def test_the_sample_is_the_same_each_run_and_a_larger_one_keeps_it(tmp_path):
 
 
 def test_the_datas_own_photos_in_the_mix_are_left_out(tmp_path, capsys):
-    """A mixed photo that is one of the folder's (the file itself through a link, or a copy of the same name and
-    size) would be trained on twice, or trained on where the folder holds it out."""
+    """A mixed photo that is one of the folder's (the file itself through a link, a copy of the same name and size,
+    or a copy under another name: its held-out copy was trained on as the mix's) would be trained on twice, or trained
+    on where the folder holds it out."""
     folder, tsv = _own(tmp_path)
     flickr = write_flickr8k(tmp_path / "flickr8k", n=30)
     train = [it.path for it in read_flickr8k(flickr)["train"]]
     shutil.copy(train[0], folder / train[0].name)
     (folder / train[1].name).symlink_to(train[1])
+    shutil.copy(train[2], folder / "IMG_0002.jpg")
     with tsv.open("a", encoding="utf-8") as f:
-        f.write(f"{train[0].name}\ta copy\n{train[1].name}\ta link\n")
+        f.write(f"{train[0].name}\ta copy\n{train[1].name}\ta link\nIMG_0002.jpg\ta renamed copy\n")
     dm = _data(folder, tsv, mix_root=str(flickr))
     mixed = _names(dm, "train")[-dm.mixed :]
-    assert dm.mixed == len(train) - 2 and not {train[0].name, train[1].name} & set(mixed)
+    assert dm.mixed == len(train) - 3 and not {train[0].name, train[1].name, train[2].name} & set(mixed)
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "caption data: mixed in 16 of Flickr8k's train photos (48 captions): trained on, never validated or tested "
-        "on; 2 left out as the data's own photos"
+        "caption data: mixed in 15 of Flickr8k's train photos (45 captions): trained on, never validated or tested "
+        "on; 3 left out as the data's own photos"
     )
-    with pytest.raises(CaptionDataError, match=r"^data.mix_size 17: data.mix_root .* has 16 photos to mix in \(2 more "
+    with pytest.raises(CaptionDataError, match=r"^data.mix_size 16: data.mix_root .* has 15 photos to mix in \(3 more "
                        r"are the data's own\)$"):  # fmt: skip
-        _data(folder, tsv, mix_root=str(flickr), mix_size=17)
+        _data(folder, tsv, mix_root=str(flickr), mix_size=16)
 
 
 def test_another_folder_is_mixed_in_whole_and_flickr8k_token_lines_read(tmp_path, capsys):

@@ -194,6 +194,8 @@ def test_a_lone_surrogate_is_named_where_the_text_is_given():
                         (lambda: translator.unseen_words(bad), "unseen_words: the text")):  # fmt: skip
         with pytest.raises(ValueError, match=f"^{where} {said}"):
             call()
+    with pytest.raises(ValueError, match=r"\(half of a UTF-16 pair, an emoji or other character cut in two"):
+        translator.translate(["Ein Hund \ud83d."])  # not a byte kept by surrogateescape: JSON's "\ud83d", cut short
     captioner = Captioner.load()
     photo = Image.new("RGB", (64, 64))
     features = None  # read_texts checks its texts before it reads the features

@@ -1,6 +1,6 @@
-"""SIGTERM under DDP: the handler flags the stop and tells the launcher's processes, and leaves the broadcast to the
-training loop's batch start (text_attn.core.ddp_sigterm): a broadcast inside the handler met another rank's gradient
-all-reduce and both processes hung."""
+"""SIGTERM under DDP: the handler flags the stop and tells the launcher's processes, and runs no collective
+(text_attn.core.ddp_sigterm): a broadcast inside the handler met another rank's gradient all-reduce and both processes
+hung."""
 
 from __future__ import annotations
 
@@ -46,7 +46,21 @@ def test_a_lost_process_is_told_from_other_errors():
     reset = RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [127.0.0.1]:4242: "
                          "Connection reset by peer")  # fmt: skip
     assert lost_process(reset, two) == "another process of this run was lost"
-    assert lost_process(dist.DistBackendError("NCCL error"), two) == "another process of this run was lost"
+    aborted = dist.DistBackendError("NCCL error: remote process exited or there was a network error, NCCL "
+                                    "communicator was aborted on rank 1.")  # fmt: skip
+    assert lost_process(aborted, two) == "another process of this run was lost"
+    # errors of their own, said as they are (a port in use at the start was said to be a lost process)
+    assert (
+        lost_process(
+            dist.DistNetworkError(
+                "The server socket has failed to listen on any local network address. "
+                "port: 29667, useIpv6: false, code: -98, name: EADDRINUSE"
+            ),
+            two,
+        )
+        is None
+    )
+    assert lost_process(dist.DistBackendError("NCCL error: unhandled cuda error"), two) is None
     assert lost_process(reset, one) is None  # one process: no peer to lose
     assert lost_process(RuntimeError("mat1 and mat2 shapes cannot be multiplied"), two) is None
     assert lost_process(ValueError("Connection reset by peer"), two) is None

@@ -107,3 +107,8 @@ def test_a_model_trained_on_part_of_multi30k_says_how_many_pairs(tmp_path):
     dm.setup("fit")
     assert dm.facts["trained_on"] == "6 of its 29,000 training pairs"
     assert dm.facts["training_data"] == "Multi30k task 1 (Elliott et al. 2016), German -> English"
+    more = TranslationDataModule(task="pair", root=str(write_corpus(tmp_path / "d", {"train": 29_001, "val": 2,
+                                                                                     "test_2016_flickr": 2})),
+                                 src_lang="de", tgt_lang="en", train_size=0)  # fmt: skip
+    more.setup("fit")  # a distilled folder's train split: the originals and a teacher's (its data note says so)
+    assert "trained_on" not in more.facts

@@ -49,9 +49,12 @@ def check_encodable(text: str, where: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
+        char = text[err.start]
+        why = ("a byte that was not UTF-8, kept by errors='surrogateescape': decode the text's bytes in their own "
+               "encoding" if "\udc80" <= char <= "\udcff" else "half of a UTF-16 pair, an emoji or other character "
+               "cut in two: give the whole character")  # fmt: skip
         raise ValueError(
-            f"{where} is not valid text: a lone surrogate {text[err.start]!r} at character {err.start + 1} (a byte "
-            "that was not UTF-8, kept by errors='surrogateescape'): decode the text's bytes in their own encoding"
+            f"{where} is not valid text: a lone surrogate {char!r} at character {err.start + 1} ({why})"
         ) from None
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -150,6 +151,12 @@ class ResumableBatches:
         whether they are the checkpoint's run's; None: not told (made-up data, a streamed corpus)."""
         return None
 
+    def drawn_split(self) -> bool:
+        """Whether val and test are drawn from the data by its settings (data.val_size, data.test_size, data.seed: a
+        file of pairs, a folder of photos), so that other settings hold out other items, some of them the run's
+        training items; False for a corpus's own split files."""
+        return False
+
     def _held_out_digest(self) -> str | None:
         names = self.held_out() if getattr(self, "splits", None) else None
         return None if names is None else hashlib.sha256("\n".join(names).encode("utf-8", "replace")).hexdigest()[:16]
@@ -191,6 +198,15 @@ class ResumableBatches:
                 "changed since): the scores and the best checkpoint so far were of others, and some of them may now "
                 f"be trained on; to keep the data as it is now, start a new fit from its weights: --model.init_from "
                 f"{ckpt}")  # fmt: skip
+        elif not fitting and state.get("held_out") and self.drawn_split():
+            if (held := self._held_out_digest()) and held != state["held_out"]:  # test with other sizes or seed: its
+                # "test" pairs were the fit's training pairs (100 of 100), its score 12 sacreBLEU above the true one
+                ckpt = getattr(trainer, "ckpt_path", None)
+                run = Path(ckpt).parent.parent / "config.yaml" if ckpt else None
+                own = f"--config {run}" if run is not None and run.is_file() else "the run's data settings"
+                say("data: note: these val and test items are not those the run the checkpoint comes from held out "
+                    "(other data.val_size, data.test_size or data.seed, or the data changed): some of them may be "
+                    f"items it trained on, and the scores are not its own; score with {own}")  # fmt: skip
         if done and saved is not None and int(saved) != now and fitting:
             # Mid-epoch, batches of another size group the samples otherwise: the skip would leave out some not yet
             # trained and repeat others. At an epoch's end too: Lightning goes on counting the epoch's batches from

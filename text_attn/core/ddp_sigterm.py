@@ -4,10 +4,13 @@ Lightning 2.6's handler (``_SignalConnector._sigterm_notifier_fn``) calls ``torc
 within the handler. Python runs a handler between bytecodes of whatever the main thread is doing: in rank 0's
 ``backward`` that broadcast met rank 1's gradient all-reduce, and both processes waited on each other for good (1 of 5
 SIGTERMs to a 2-process ``text-train fit`` on the CPU hung, `timeout` unable to end it: its one TERM went to the same
-handler). The broadcast is not needed: the training loop sends rank 0's flag to every rank at the start of each batch
-(``_TrainingEpochLoop._broadcast_sigterm_tensor``), where every rank is between collectives, and all stop there, as
-docs/scale.md says. Here the handler does the rest of what it did (the log line, the launcher's children told, the
-flag set) and leaves the broadcast to the loop.
+handler). Without it each process that got the signal stops at the end of the step it is in: Lightning's launcher
+passes a SIGTERM on to the processes it started (``launcher.kill``), a scheduler or torchrun's agent signals every
+process, and each one's flag ends its step (``_TrainingEpochLoop.on_advance_end``; a validation batch's likewise),
+all at the same step. A process that was not signalled (a ``kill`` of one torchrun process alone) goes on to its next
+collective, which fails once the others have ended: it says "stopped (another process of this run was lost)" and
+torchrun's agent ends it. Here the handler does the rest of what it did (the log line, the launcher's children told,
+the flag set).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 from text_attn.core import ddp_sigterm, run_checkpoints, startup_gc, unused_runs
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
 from text_attn.core.errors import WriteError, fail, one_line, unrecognized
-from text_attn.core.ranks import say
+from text_attn.core.ranks import first_process, say
 from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
 from text_attn.core.safe_files import inert, inert_streams
 from text_attn.core.unread_options import Unread, dotted, given_unread
@@ -592,6 +592,8 @@ def refuse_other_launch(prog: str, trainer) -> None:
     if started != ours:
         fit = (f": give --trainer.devices {per_node} --trainer.num_nodes {started // per_node}"
                if per_node and started % per_node == 0 else "")  # fmt: skip
+        if not first_process():  # every process refuses alike: said once, by the first
+            raise SystemExit(2)
         fail(prog, f"trainer.devices x trainer.num_nodes is {ours} process(es), and torchrun started {started} "
                    f"(WORLD_SIZE): each would run a training of its own{fit}")  # fmt: skip
 
@@ -625,13 +627,12 @@ def lost_process(exc: BaseException, trainer) -> str | None:
     peer's connection gone); None for any other error."""
     if int(getattr(trainer, "world_size", 1) or 1) < 2 or not isinstance(exc, RuntimeError):
         return None
-    import torch.distributed as dist
 
+    # the peer's end gone, by the words of gloo's and NCCL's errors: not any DistError (a port in use at the start, a
+    # rendezvous timeout, a CUDA error are errors of their own, said as they are)
     text = str(exc)
     gone = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted")
-    if isinstance(exc, getattr(dist, "DistError", ())) or any(g in text for g in gone):
-        return "another process of this run was lost"
-    return None
+    return "another process of this run was lost" if any(g in text for g in gone) else None
 
 
 def interrupted_line(trainer, subcommand: str) -> str:

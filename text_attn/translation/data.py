@@ -380,7 +380,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             return {**own, "languages": pair}
         # part of it (data.train_size, a folder of fewer lines): the file said "Multi30k" alone, as if the whole
         train = getattr(self, "splits", {}).get("train")
-        part = train is not None and len(train) != MULTI30K_TRAIN_PAIRS
+        part = train is not None and len(train) < MULTI30K_TRAIN_PAIRS  # more: a distilled folder's (its data note)
         return {
             "training_data": f"Multi30k task 1 (Elliott et al. 2016), {pair}",  # the pair said here, not twice
             **({"trained_on": f"{len(train):,} of its {MULTI30K_TRAIN_PAIRS:,} training pairs"} if part else {}),
@@ -535,6 +535,10 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         lang = self.hparams.tgt_lang
         if lang and self.codec.mode == "word" and self.codec.target_lang != lang:
             self.codec = replace(self.codec, target_lang=lang)
+
+    def drawn_split(self) -> bool:
+        """A file of pairs or two parallel files: val and test drawn from them by data.val_size, test_size, seed."""
+        return self.hparams.task in ("tsv", "parallel")
 
     def held_out(self) -> list[str] | None:
         """The val and test pairs (ResumableBatches: a resume tells whether they are the checkpoint's run's); None
