@@ -422,9 +422,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def photo_rules(self) -> bool:
         """Whether the model's domain check also applies the pixel rules for photographs (captioning.photos.
         photo_check): not for the shapes, nor for data whose own train images break them more often than the check
-        may flag (FLAGGED, 2%): drawings, diagrams, scans (a shapes folder's model noted half of its own scenes).
-        Judged once on up to PHOTO_RULES_SAMPLE of them, spread evenly, the photos mixed in left out; said when it
-        turns them off. A chunk folder recorded it when it was written (older ones: on)."""
+        may flag (FLAGGED, 2%; and more than one of them): drawings, diagrams, scans (a shapes folder's model noted
+        half of its own scenes). Judged once on up to PHOTO_RULES_SAMPLE of them, spread evenly, the photos mixed in
+        left out; said when it turns them off. A chunk folder recorded it when it was written (older ones: on)."""
         if self._photo_rules is None:
             if self.hparams.source == "shapes":
                 return False
@@ -438,7 +438,9 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def _judge_photo_rules(self) -> bool:
         own = self.splits["train"].images
         broken, read = count_unlike(spread(own[: len(own) - self.mixed], PHOTO_RULES_SAMPLE))
-        if broken <= FLAGGED * read:
+        # one image alone never turns them off: in a folder of 35 photos one 1 x 1 file (2.9%) did, and the model then
+        # captioned a flat grey image and a 1 x 1 one without the note its rules give them
+        if broken <= max(FLAGGED * read, 1):
             return True
         say(f"caption data: {broken} of {read} train images looked at break the rules for photographs (one colour "
             "over most of the image, no colour, or noise): the model will tell images unlike its own by their "

@@ -75,6 +75,15 @@ def test_a_folder_of_drawings_turns_the_pixel_rules_off_and_says_so(tmp_path, ca
     assert drawings.photo_rules is False and capsys.readouterr().err == ""  # judged once
     photos = _data(tmp_path / "photos", _photos(tmp_path / "photos", 30))
     assert photos.photo_rules is True and capsys.readouterr().err == ""
+    # one image alone that breaks them (a 1 x 1 file: 1 of 26 train images, past 2%) leaves them on: it turned them
+    # off, and the model captioned a flat grey image without the note
+    tsv = _photos(tmp_path / "one_odd", 30)
+    Image.new("RGB", (1, 1), (0, 128, 0)).save(tmp_path / "one_odd" / "tiny.png")
+    tsv.write_text(tsv.read_text() + "tiny.png\ta green dot\n")
+    one_odd = _data(tmp_path / "one_odd", tsv)
+    assert "tiny.png" in {Path(p).name for p in one_odd.splits["train"].images}
+    assert count_unlike(one_odd.splits["train"].images)[0] == 1
+    assert one_odd.photo_rules is True and "break the rules" not in capsys.readouterr().err
     # too few photos for a feature check: the photo model keeps the pixel rules alone, the drawings model has none
     for dm in (drawings, photos):
         dm.features = {"train": torch.randn(len(dm.splits["train"].images), 4, 8)}

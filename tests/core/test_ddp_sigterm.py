@@ -14,7 +14,9 @@ from text_attn.core import ddp_sigterm
 
 
 def test_the_sigterm_handler_runs_no_collective(monkeypatch):
-    monkeypatch.setattr(_SignalConnector, "_sigterm_notifier_fn", _SignalConnector._sigterm_notifier_fn)
+    # Lightning's own, though an earlier fit in this process replaced it (the commands replace it once a process)
+    lightnings = ddp_sigterm.lightnings or _SignalConnector._sigterm_notifier_fn
+    monkeypatch.setattr(_SignalConnector, "_sigterm_notifier_fn", lightnings)
     monkeypatch.setattr(ddp_sigterm, "_patched", False)
     broadcasts, killed = [], []
     monkeypatch.setattr(torch.distributed, "is_available", lambda: True)

@@ -49,3 +49,19 @@ def test_a_folder_that_existed_and_one_beside_another_run_stay(tmp_path):
     assert remove_unused(made) == []
     os.unlink(new / "link")
     assert remove_unused(made) == [new] and old.is_dir()
+
+
+def test_folders_a_refused_run_made_go_where_they_hold_no_file(tmp_path):
+    """With no logger, or a folder made inside the run folder (a feature_cache/ of a run refused at an unreadable
+    photo): the folders the run made were left empty."""
+    from text_attn.core.unused_runs import missing_folders, remove_empty
+
+    (tmp_path / "kept").mkdir()
+    made = missing_folders([tmp_path / "runs/a", tmp_path / "kept/b", None])
+    assert made == [tmp_path / "runs/a", tmp_path / "runs", tmp_path / "kept/b"]  # nearest first; "kept" existed
+    (tmp_path / "runs/a/feature_cache/x").mkdir(parents=True)
+    (tmp_path / "kept/b/checkpoints").mkdir(parents=True)
+    (tmp_path / "kept/b/checkpoints/last.ckpt").write_bytes(b"weights")
+    remove_empty(made)
+    assert not (tmp_path / "runs").exists()  # empty folders only, inside and above
+    assert (tmp_path / "kept/b/checkpoints/last.ckpt").read_bytes() == b"weights" and (tmp_path / "kept").is_dir()

@@ -373,9 +373,11 @@ def test_a_pair_longer_than_max_tokens_is_left_out_with_one_note(tmp_path, capsy
     held = [" ".join(e.src) for split in ("val", "test") for e in scored.splits[split].examples]
     assert len(held) == 5 and any(len(e.split()) == 150 for e in held)  # (seed 0 holds the long pair out)
     assert len(scored.splits["train"]) == 1
-    # more held out than left to train on: fit says so, with sizes that would leave more (a 201-pair file under the
-    # config's 100 and 100 trained on one pair, unsaid)
-    (few,) = capsys.readouterr().err.strip().splitlines()
+    split = "val" if any(len(e.src) == 150 for e in scored.splits["val"].examples) else "test"
+    # kept, and said (the checkpoint chosen on it, unsaid); more held out than left to train on: fit says so, with
+    # sizes that would leave more (a 201-pair file under the config's 100 and 100 trained on one pair, unsaid)
+    kept, few = capsys.readouterr().err.strip().splitlines()
+    assert kept.startswith(f"text data: 1 {split} pair(s) have more than data.max_tokens=100 tokens on a side (a ")
     assert few.endswith("long.tsv: 1 of its 6 pairs are left to train on beside data.val_size=3 and data.test_size=2 "
                         "held out; for more, give smaller ones (--data.val_size 1 --data.test_size 1)")  # fmt: skip
     # sizes at a tenth of the pairs already: more pairs are the way (1 and 1 were suggested back to a run given them)

@@ -16,6 +16,7 @@ the flag set).
 from __future__ import annotations
 
 _patched = False
+lightnings = None  # Lightning's own handler, once replaced (tests call it to show what it did)
 
 
 def _notify(self, signum, frame) -> None:  # noqa: ARG001 - a signal handler's signature
@@ -34,10 +35,11 @@ def _notify(self, signum, frame) -> None:  # noqa: ARG001 - a signal handler's s
 def keep_collectives_out_of_the_handler() -> None:
     """Lightning's SIGTERM handler replaced by :func:`_notify` for this process's fits (once; the class's handler is
     looked up when a fit registers it)."""
-    global _patched
+    global _patched, lightnings
     if _patched:
         return
     from pytorch_lightning.trainer.connectors.signal_connector import _SignalConnector
 
+    lightnings = _SignalConnector._sigterm_notifier_fn
     _SignalConnector._sigterm_notifier_fn = _notify
     _patched = True

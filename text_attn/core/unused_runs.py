@@ -52,11 +52,14 @@ def missing_folders(paths: list[str | Path | None]) -> list[Path]:
 
 
 def remove_empty(folders: list[Path]) -> None:
-    """Each of ``folders`` (:func:`missing_folders`', after a run that ended in an error) removed where it is empty;
-    one that holds anything is left as it is."""
+    """Each of ``folders`` (:func:`missing_folders`', after a run that ended in an error) removed where it is empty,
+    or holds only empty folders; one that holds a file is left as it is (its empty folders removed)."""
     for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):  # deepest first
-        with contextlib.suppress(OSError):
-            folder.rmdir()
+        # the empty folders the run made inside it too (a feature_cache/ a refused run left empty), deepest first;
+        # rmdir removes none that holds a file
+        for inner, _, _ in os.walk(folder, topdown=False) if folder.is_dir() and not folder.is_symlink() else ():
+            with contextlib.suppress(OSError):
+                os.rmdir(inner)
 
 
 def _unused(entry: os.DirEntry) -> bool:
