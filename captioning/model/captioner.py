@@ -511,6 +511,7 @@ class Captioner:
         """Region features (B, L, D) -> per image its Caption (words, alphas (len(words), L), ...). ``probs``: each
         word's probability and the end's (``caption --unsure``), from the search where it kept them, read back
         (:meth:`with_probs`) for a caption cut off at ``max_len`` (its end was never a step of the search)."""
+        check_flag("probs", probs)
         found = self.captions(self.generate(features, beam_size, max_len, length_penalty, **options), probs)
         missing = [b for b, c in enumerate(found) if c.probs is None] if probs else []
         if missing:

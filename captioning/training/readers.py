@@ -429,7 +429,8 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
             # an empty column and the caption in the next (two tabs, as an editor aligning columns writes them): the
             # line said "has no words (punctuation is dropped)" of a caption that is there
             later = next((c for c in cols[2:] if caption_tokens(c)), None) if not caption.strip() else None
-            why = ("is empty, and the next column holds words (two tabs between them?)" if later is not None
+            two = "commas" if comma else "tabs"  # a CSV file's "photo.png,,a cup"
+            why = (f"is empty, and the next column holds words (two {two} between them?)" if later is not None
                    else "has no words (punctuation is dropped)")  # fmt: skip
             raise CaptionDataError(f"{tsv}: line {n}: the caption of {name.strip()!r} {why}")
         if not tab or not name.strip():

@@ -85,6 +85,10 @@ def test_folder_reader_groups_lines_per_image(capsys, tmp_path):
     with pytest.raises(CaptionDataError, match=r"line 2: the caption of 'coffee.png' is empty, and the next column "
                                                r"holds words \(two tabs between them\?\)$"):  # fmt: skip
         read_folder(IMAGES, empty)
+    csv = tmp_path / "captions.csv"  # read as CSV: its two commas
+    csv.write_text("coffee.png,fine\ncoffee.png,,a cup\n")
+    with pytest.raises(CaptionDataError, match=r"line 2: .* holds words \(two commas between them\?\)$"):
+        read_folder(IMAGES, csv)
     # a line separator other than a line feed inside a caption (U+2028, NEL, a form feed) is part of its line: the
     # next lines keep their numbers (they were split there, and line 3's error was named line 4)
     odd = tmp_path / "odd.tsv"

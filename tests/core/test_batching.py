@@ -138,6 +138,11 @@ def test_a_test_of_a_drawn_split_with_other_held_out_items_is_noted(capsys, tmp_
             "data.val_size, data.test_size or data.seed, or the data changed): some of them may be items it trained "
             f"on, and the scores are not its own; score with --config {tmp_path / 'version_0' / 'config.yaml'}\n"
         )
+    copied = Drawn(["val:a", "test:c"], "test")  # a checkpoint copied beside a config: not the run's config.yaml
+    copied.trainer.ckpt_path = str(tmp_path / "version_0" / "best.ckpt")
+    (tmp_path / "config.yaml").write_text("data: {}\n")
+    copied.load_state_dict(fit)
+    assert capsys.readouterr().err.endswith("the scores are not its own; score with the run's data settings\n")
 
 
 def test_an_epoch_cut_short_by_a_limit_resumes_with_the_next_epoch():

@@ -57,11 +57,19 @@ def test_folders_a_refused_run_made_go_where_they_hold_no_file(tmp_path):
     from text_attn.core.unused_runs import missing_folders, remove_empty
 
     (tmp_path / "kept").mkdir()
-    made = missing_folders([tmp_path / "runs/a", tmp_path / "kept/b", None])
+    own = [tmp_path / "runs/a", tmp_path / "kept/b", None]
+    made = missing_folders(own)
     assert made == [tmp_path / "runs/a", tmp_path / "runs", tmp_path / "kept/b"]  # nearest first; "kept" existed
     (tmp_path / "runs/a/feature_cache/x").mkdir(parents=True)
     (tmp_path / "kept/b/checkpoints").mkdir(parents=True)
     (tmp_path / "kept/b/checkpoints/last.ckpt").write_bytes(b"weights")
-    remove_empty(made)
+    remove_empty(made, own)
     assert not (tmp_path / "runs").exists()  # empty folders only, inside and above
     assert (tmp_path / "kept/b/checkpoints/last.ckpt").read_bytes() == b"weights" and (tmp_path / "kept").is_dir()
+    # another run's folders beside its own, in the runs/ it made (a concurrent fit's empty feature_cache/ was removed,
+    # its features then kept in memory only): left, and runs/ with them
+    made = missing_folders([tmp_path / "runs/a"])
+    (tmp_path / "runs/b/feature_cache").mkdir(parents=True)
+    (tmp_path / "runs/a/lightning_logs").mkdir(parents=True)
+    remove_empty(made, [tmp_path / "runs/a"])
+    assert (tmp_path / "runs/b/feature_cache").is_dir() and not (tmp_path / "runs/a").exists()

@@ -202,7 +202,10 @@ class ResumableBatches:
             if (held := self._held_out_digest()) and held != state["held_out"]:  # test with other sizes or seed: its
                 # "test" pairs were the fit's training pairs (100 of 100), its score 12 sacreBLEU above the true one
                 ckpt = getattr(trainer, "ckpt_path", None)
-                run = Path(ckpt).parent.parent / "config.yaml" if ckpt else None
+                # Lightning's layout (version_N/checkpoints/X.ckpt, config.yaml in version_N): a checkpoint copied
+                # beside the config this run was given named that config
+                layout = ckpt and Path(ckpt).parent.name == "checkpoints"
+                run = Path(ckpt).parent.parent / "config.yaml" if layout else None
                 own = f"--config {run}" if run is not None and run.is_file() else "the run's data settings"
                 say("data: note: these val and test items are not those the run the checkpoint comes from held out "
                     "(other data.val_size, data.test_size or data.seed, or the data changed): some of them may be "

@@ -51,15 +51,17 @@ def missing_folders(paths: list[str | Path | None]) -> list[Path]:
     return list(dict.fromkeys(made))
 
 
-def remove_empty(folders: list[Path]) -> None:
-    """Each of ``folders`` (:func:`missing_folders`', after a run that ended in an error) removed where it is empty,
-    or holds only empty folders; one that holds a file is left as it is (its empty folders removed)."""
+def remove_empty(folders: list[Path], own: list[str | Path | None] = ()) -> None:
+    """Each of ``folders`` (:func:`missing_folders`', after a run that ended in an error) removed where it is empty;
+    one that holds anything is left as it is. Inside ``own`` (the run's own folders: its default_root_dir, its model
+    file's folder), where this run made them, the empty folders it made go too (a feature_cache/ a refused run left
+    empty), deepest first; never inside a folder above them (``runs/``, made by this run, may hold another run's)."""
+    walked = {Path(p).absolute() for p in own if p}
     for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):  # deepest first
-        # the empty folders the run made inside it too (a feature_cache/ a refused run left empty), deepest first;
-        # rmdir removes none that holds a file
-        for inner, _, _ in os.walk(folder, topdown=False) if folder.is_dir() and not folder.is_symlink() else ():
+        inner = os.walk(folder, topdown=False) if folder in walked and not folder.is_symlink() else ()
+        for path in [*(i for i, _, _ in inner), folder]:  # rmdir removes none that holds a file
             with contextlib.suppress(OSError):
-                os.rmdir(inner)
+                os.rmdir(path)
 
 
 def _unused(entry: os.DirEntry) -> bool:

@@ -6,6 +6,7 @@ so padding masks and decoding never need to look the ids up. It is saved as JSON
 
 from __future__ import annotations
 
+import numbers
 import re
 import unicodedata
 from collections import Counter
@@ -116,7 +117,7 @@ def check_vocab_sizes(**sizes: object) -> None:
     """ValueError / TypeError for a network config's vocabulary size that no Vocabulary has (at least its specials):
     ``Seq2SeqConfig(src_vocab_size=0, ...)`` built, and failed in torch's embedding lookup with an IndexError."""
     for name, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, int):
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral):  # numpy's integers are integers
             raise TypeError(f"{name} must be an integer (len(vocabulary)), got {size!r}")
         if size < len(SPECIALS):
             raise ValueError(f"{name} must be at least {len(SPECIALS)} (the specials {', '.join(SPECIALS)} and the "
