@@ -210,29 +210,25 @@ class ResumableBatches:
                 say("data: note: these val and test items are not those the run the checkpoint comes from held out "
                     "(other data.val_size, data.test_size or data.seed, or the data changed): some of them may be "
                     f"items it trained on, and the scores are not its own; score with {own}")  # fmt: skip
-        if done and saved is not None and int(saved) != now and fitting:
-            # Mid-epoch, batches of another size group the samples otherwise: the skip would leave out some not yet
-            # trained and repeat others. At an epoch's end too: Lightning goes on counting the epoch's batches from
-            # the checkpoint's count, so with more batches an epoch it ran the rest of the old epoch's count as the
-            # new epoch (half of it, labelled with the old epoch's number) and the step totals were wrong.
-            ckpt = getattr(trainer, "ckpt_path", None) or "CKPT"
-            raise ValueError(
-                f"data.batch_size {now}: the checkpoint trained {done} batches of {saved} in epoch {epoch}, and a "
-                f"resume goes on counting in batches of {saved}: keep data.batch_size {saved}, or start a new fit "
-                f"from its weights with --model.init_from {ckpt} (its steps and optimiser afresh)"
-            )
+        # Mid-epoch, batches of another size group the samples otherwise: the skip would leave out some not yet
+        # trained and repeat others. At an epoch's end too: Lightning goes on counting the epoch's batches from the
+        # checkpoint's count, so with more batches an epoch it ran the rest of the old epoch's count as the new epoch
+        # (half of it, labelled with the old epoch's number) and the step totals were wrong. Another number of
+        # processes likewise: each trained its share of the epoch's samples, counted per process (2 -> 1 left 19 of
+        # 192 samples of that epoch untrained and trained 67 twice, 1 -> 2 trained 144 twice, unsaid, exit 0).
+        ckpt = getattr(trainer, "ckpt_path", None) or "CKPT"
         processes, ran = int(getattr(trainer, "world_size", 1) or 1), state.get("processes")
-        if done and ran is not None and int(ran) != processes and fitting:
-            # as with another batch size: each process trained its share of the epoch's samples, counted per
-            # process; resumed on another number, 2 -> 1 left 19 of 192 samples of that epoch untrained and trained
-            # 67 twice, 1 -> 2 trained 144 twice (unsaid, exit 0)
-            ckpt = getattr(trainer, "ckpt_path", None) or "CKPT"
-            raise ValueError(
-                f"{processes} process(es) (trainer.devices x trainer.num_nodes): the checkpoint trained {done} "
-                f"batches in epoch {epoch} on {ran}, each process its share of the samples, and a resume goes on from "
-                f"that count: resume on {ran}, or start a new fit from its weights with --model.init_from {ckpt} (its "
-                "steps and optimiser afresh)"
-            )
+        counted = (
+            (saved, now, f"data.batch_size {now}: the checkpoint trained {done} batches of {saved} in epoch {epoch}, "
+                         f"and a resume goes on counting in batches of {saved}: keep data.batch_size {saved}"),
+            (ran, processes, f"{processes} process(es) (trainer.devices x trainer.num_nodes): the checkpoint trained "
+                             f"{done} batches in epoch {epoch} on {ran}, each process its share of the samples, and a "
+                             f"resume goes on from that count: resume on {ran}"),
+        )  # fmt: skip
+        for was, now_is, said in counted:
+            if done and fitting and was is not None and int(was) != now_is:
+                raise ValueError(f"{said}, or start a new fit from its weights with --model.init_from {ckpt} (its "
+                                 "steps and optimiser afresh)")  # fmt: skip
         if "epoch_batches" in state and done >= int(state["epoch_batches"]):
             # its epoch closed: the next one from its start. (Compared with the loader's own length, as a checkpoint
             # of before has to be, the end of an epoch limit_train_batches or overfit_batches cut short read as
