@@ -397,3 +397,8 @@ def test_on_off_options_and_vocabulary_sizes_are_checked():
         Seq2SeqConfig(src_vocab_size=0, tgt_vocab_size=9)
     with pytest.raises(TypeError, match=r"^tgt_vocab_size must be an integer \(len\(vocabulary\)\), got 9.0$"):
         TransformerConfig(src_vocab_size=9, tgt_vocab_size=9.0)
+    import numpy as np  # numpy's integers are sizes, kept as plain ints (a model file of one was refused on load)
+
+    for config in (Seq2SeqConfig, TransformerConfig):
+        sizes = config(src_vocab_size=np.int64(20), tgt_vocab_size=np.int32(12))
+        assert (type(sizes.src_vocab_size), type(sizes.tgt_vocab_size)) == (int, int)

@@ -143,6 +143,9 @@ def test_a_test_of_a_drawn_split_with_other_held_out_items_is_noted(capsys, tmp_
     (tmp_path / "config.yaml").write_text("data: {}\n")
     copied.load_state_dict(fit)
     assert capsys.readouterr().err.endswith("the scores are not its own; score with the run's data settings\n")
+    copied.trainer.ckpt_path = str(tmp_path / "checkpoints" / "best.ckpt")  # a callback's own dirpath beside it
+    copied.load_state_dict(fit)
+    assert capsys.readouterr().err.endswith("the scores are not its own; score with the run's data settings\n")
 
 
 def test_an_epoch_cut_short_by_a_limit_resumes_with_the_next_epoch():

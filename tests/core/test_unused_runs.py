@@ -52,24 +52,32 @@ def test_a_folder_that_existed_and_one_beside_another_run_stay(tmp_path):
 
 
 def test_folders_a_refused_run_made_go_where_they_hold_no_file(tmp_path):
-    """With no logger, or a folder made inside the run folder (a feature_cache/ of a run refused at an unreadable
-    photo): the folders the run made were left empty."""
-    from text_attn.core.unused_runs import missing_folders, remove_empty
+    """With no logger, or its feature cache made (a refused run's empty feature_cache/): the folders the run made were
+    left empty. Only the folders a run makes of its own are named, never walked into: another run's, started beside
+    it in the runs/ this one made, stay (a concurrent fit's empty feature_cache/ was removed)."""
+    from types import SimpleNamespace
+
+    from text_attn.core.unused_runs import missing_folders, remove_empty, run_folders
 
     (tmp_path / "kept").mkdir()
-    own = [tmp_path / "runs/a", tmp_path / "kept/b", None]
+    trainer = SimpleNamespace(default_root_dir=str(tmp_path / "runs/a"))
+    data = SimpleNamespace(hparams={"feature_cache_dir": "auto"})
+    own = run_folders(trainer, data, str(tmp_path / "kept/b/model.pt"))
+    assert own == [str(tmp_path / "runs/a"), tmp_path / "kept/b", tmp_path / "runs/a/feature_cache"]
     made = missing_folders(own)
-    assert made == [tmp_path / "runs/a", tmp_path / "runs", tmp_path / "kept/b"]  # nearest first; "kept" existed
-    (tmp_path / "runs/a/feature_cache/x").mkdir(parents=True)
+    assert made == [tmp_path / "runs/a", tmp_path / "runs", tmp_path / "kept/b", tmp_path / "runs/a/feature_cache"]
+    (tmp_path / "runs/a/feature_cache").mkdir(parents=True)
     (tmp_path / "kept/b/checkpoints").mkdir(parents=True)
     (tmp_path / "kept/b/checkpoints/last.ckpt").write_bytes(b"weights")
-    remove_empty(made, own)
-    assert not (tmp_path / "runs").exists()  # empty folders only, inside and above
+    remove_empty(made)
+    assert not (tmp_path / "runs").exists()  # the cache, the run folder, runs/ it made: empty, all gone
     assert (tmp_path / "kept/b/checkpoints/last.ckpt").read_bytes() == b"weights" and (tmp_path / "kept").is_dir()
-    # another run's folders beside its own, in the runs/ it made (a concurrent fit's empty feature_cache/ was removed,
-    # its features then kept in memory only): left, and runs/ with them
-    made = missing_folders([tmp_path / "runs/a"])
+    made = missing_folders(run_folders(trainer, data, None))
+    (tmp_path / "runs/a/feature_cache").mkdir(parents=True)
+    (tmp_path / "runs/a/lightning_logs/version_1").mkdir(parents=True)  # a run of the same config, started beside
     (tmp_path / "runs/b/feature_cache").mkdir(parents=True)
-    (tmp_path / "runs/a/lightning_logs").mkdir(parents=True)
-    remove_empty(made, [tmp_path / "runs/a"])
-    assert (tmp_path / "runs/b/feature_cache").is_dir() and not (tmp_path / "runs/a").exists()
+    remove_empty(made)
+    assert (tmp_path / "runs/a/lightning_logs/version_1").is_dir() and (tmp_path / "runs/b/feature_cache").is_dir()
+    assert not (tmp_path / "runs/a/feature_cache").exists()  # (its own: the same path, made by either)
+    explicit = run_folders(trainer, SimpleNamespace(hparams={"feature_cache_dir": str(tmp_path / "cache")}), None)
+    assert explicit[2] == str(tmp_path / "cache") and run_folders(trainer, None, None)[2] is None

@@ -204,7 +204,11 @@ class ResumableBatches:
                 ckpt = getattr(trainer, "ckpt_path", None)
                 # Lightning's layout (version_N/checkpoints/X.ckpt, config.yaml in version_N): a checkpoint copied
                 # beside the config this run was given named that config
-                layout = ckpt and Path(ckpt).parent.name == "checkpoints"
+                layout = (
+                    ckpt
+                    and Path(ckpt).parent.name == "checkpoints"
+                    and Path(ckpt).parent.parent.name.startswith("version_")
+                )
                 run = Path(ckpt).parent.parent / "config.yaml" if layout else None
                 own = f"--config {run}" if run is not None and run.is_file() else "the run's data settings"
                 say("data: note: these val and test items are not those the run the checkpoint comes from held out "

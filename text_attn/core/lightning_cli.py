@@ -308,14 +308,13 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             refuse_other_launch(prog, self.trainer)
             made = unused_runs.made_by_run(self.trainer)
             export = getattr(getattr(self.model, "hparams", None), "export_path", None)
-            own = [self.trainer.default_root_dir, export and Path(export).parent]
-            folders = unused_runs.missing_folders(own)
+            folders = unused_runs.missing_folders(unused_runs.run_folders(self.trainer, self.datamodule, export))
             try:
                 super()._run_subcommand(subcommand)
             except BaseException as exc:
                 self._give_back_export()
                 unused_runs.remove_unused(made)
-                unused_runs.remove_empty(folders, own)
+                unused_runs.remove_empty(folders)
                 if isinstance(exc, SystemExit) and getattr(self.trainer, "received_sigterm", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand), code=143) from None
                 if isinstance(exc, SystemExit) and exc.code == 1 and getattr(self.trainer, "interrupted", False):

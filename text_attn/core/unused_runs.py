@@ -51,17 +51,27 @@ def missing_folders(paths: list[str | Path | None]) -> list[Path]:
     return list(dict.fromkeys(made))
 
 
-def remove_empty(folders: list[Path], own: list[str | Path | None] = ()) -> None:
-    """Each of ``folders`` (:func:`missing_folders`', after a run that ended in an error) removed where it is empty;
-    one that holds anything is left as it is. Inside ``own`` (the run's own folders: its default_root_dir, its model
-    file's folder), where this run made them, the empty folders it made go too (a feature_cache/ a refused run left
-    empty), deepest first; never inside a folder above them (``runs/``, made by this run, may hold another run's)."""
-    walked = {Path(p).absolute() for p in own if p}
-    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):  # deepest first
-        inner = os.walk(folder, topdown=False) if folder in walked and not folder.is_symlink() else ()
-        for path in [*(i for i, _, _ in inner), folder]:  # rmdir removes none that holds a file
-            with contextlib.suppress(OSError):
-                os.rmdir(path)
+def remove_empty(folders: list[Path]) -> None:
+    """Each of ``folders`` (:func:`missing_folders`', after a run that ended in an error) removed where it is empty,
+    deepest first; one that holds anything is left as it is. Only folders the run would make are named (its
+    default_root_dir, its model file's folder, its feature cache: :func:`run_folders`), never walked into: a folder
+    this run made may hold another run's by now (the same config's, started beside it), their empty feature_cache/
+    included."""
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):  # rmdir removes none that holds anything
+            folder.rmdir()
+
+
+def run_folders(trainer, datamodule, export_path: str | None) -> list[str | Path | None]:
+    """The folders a run makes of its own before it trains: trainer.default_root_dir, model.export_path's folder, and
+    a caption data module's feature cache (data.feature_cache_dir; "auto": default_root_dir/feature_cache, as
+    captioning.training.feature_cache makes it)."""
+    root = getattr(trainer, "default_root_dir", None)
+    hparams = getattr(datamodule, "hparams", None)
+    cache = hparams.get("feature_cache_dir") if hasattr(hparams, "get") else None
+    if cache == "auto":
+        cache = Path(root, "feature_cache") if root else None
+    return [root, Path(export_path).parent if export_path else None, cache]
 
 
 def _unused(entry: os.DirEntry) -> bool:

@@ -59,6 +59,8 @@ class Seq2SeqConfig:
 
     def __post_init__(self):
         check_vocab_sizes(src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size)
+        # plain ints: a numpy one went into the model file as it was, and its load (weights_only) refused the file
+        self.src_vocab_size, self.tgt_vocab_size = int(self.src_vocab_size), int(self.tgt_vocab_size)
         if self.attention not in ATTENTIONS:
             raise ValueError(f"unknown attention {self.attention!r}; choose one of {ATTENTIONS}")
         if self.rnn not in ("gru", "lstm"):

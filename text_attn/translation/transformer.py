@@ -54,6 +54,8 @@ class TransformerConfig:
 
     def __post_init__(self):
         check_vocab_sizes(src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size)
+        # plain ints: a numpy one went into the model file as it was, and its load (weights_only) refused the file
+        self.src_vocab_size, self.tgt_vocab_size = int(self.src_vocab_size), int(self.tgt_vocab_size)
         if self.positions not in POSITIONS:
             raise ValueError(f"unknown positions {self.positions!r}; choose one of {POSITIONS}")
         if self.d_model % self.num_heads:
