@@ -135,3 +135,5 @@ def test_a_character_spelled_in_bytes_is_named_read_as_unk_and_drawn_as_a_box(ca
         "translate: note: --plot: 2 character(s) of the labels are in no installed font and are drawn as boxes: 中 文"
         in err
     )
+    # where the page, the records and the server read them too
+    assert Translator.load().unseen_words("Ein Hund läuft 中文 Xylofonbaum.") == ["Xylofonbaum"]

@@ -246,10 +246,7 @@ def _translate_stream(
                 _count_named(progress, "unknown", (n, _unknown_words(translator, tr)))
             if unsure is not None:
                 count_unsure(progress, f"input {n}", unsure)
-            # as the unknown words: one note at the end names the first ten; a word none of whose pieces the model
-            # knows is read as <unk>, not "translated from its pieces" (characters whose bytes the vocabulary lacks:
-            # "中文" was said both ways)
-            if words := [w for w in unseen.get(n, ()) if not _all_unknown(translator, w)]:
+            if words := unseen.get(n):  # as the unknown words: one note at the end names the first ten
                 _count_named(progress, "unseen", (n, words))
             if tr.nbest is not None:  # n lines per input: number, score, translation, ended or cut; best first
                 written += "".join(f"{n}\t{score:.4f}\t{inert(text)}\t{n_best_ending(cut)}\n"
@@ -547,13 +544,6 @@ def _unknown_words(translator, tr) -> list[str]:
     unknown = set(tr.unknown)
     hit = dict.fromkeys(words[word_of[i]] for i, t in enumerate(tr.source) if t in unknown)
     return list(hit)
-
-
-def _all_unknown(translator, word: str) -> bool:
-    """Whether the model's source vocabulary lacks every piece of ``word`` (but the word-start mark "▁" a piece of
-    its own): read as <unk> alone, nothing of it translated."""
-    pieces = [p for p in translator.tokenize(word) if p != "▁"]
-    return bool(pieces) and len(translator.src_vocab.unknown(pieces)) == len(pieces)
 
 
 def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any]) -> None:

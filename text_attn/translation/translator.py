@@ -28,6 +28,7 @@ from text_attn.core.fork_safety import one_thread_after_fork
 from text_attn.core.html_page import PageList
 from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
 from text_attn.core.precision import widened
+from text_attn.core.token_labels import WORD_START
 from text_attn.core.unsure import UNSURE, check_threshold, unsure_words
 from text_attn.core.vocab import Vocabulary, lost_addresses
 from text_attn.translation.alignments import alignment_layer
@@ -390,13 +391,20 @@ class Translator:
         """The words of ``text`` the model's training source text never has, as typed, each once (source_check.
         unseen_words): a subword or character model translates them from their pieces, a guess (on Multi30k val, the
         bundled Transformer's chrF is 52 on the 29% of sentences holding one, 67 on the rest). [] for a word model (it
-        reads them as <unk>: ``Translation.unknown``) and where the model file has no word profile."""
+        reads them as <unk>: ``Translation.unknown``) and where the model file has no word profile. A word none of
+        whose pieces the vocabulary holds (characters it spells in bytes it never learned: "中文") is read as <unk>,
+        not translated from its pieces: left out (``Translation.unknown`` names it; it was said both ways)."""
         _one_text(text, "unseen_words")
         if self.codec.mode == "word":
             return []
         # as read: a link's address is not, nor a list item's marker ("b) Ein Hund": "b" is put back, not read)
         read = " ".join(item_mark(piece)[1] for piece in split_sentences(text)) if item_marks(text) else text
-        return unseen_words(self.source_check, composed(plain(read)))
+        return [w for w in unseen_words(self.source_check, composed(plain(read))) if not self._all_unknown(w)]
+
+    def _all_unknown(self, word: str) -> bool:
+        """Whether the source vocabulary lacks every piece of ``word`` (but the word-start mark, a piece of its own)."""
+        pieces = [p for p in self.tokenize(word) if p != WORD_START]
+        return bool(pieces) and len(self.src_vocab.unknown(pieces)) == len(pieces)
 
     def word_logp(self, word: str) -> float | None:
         """How often the model's training source text writes ``word`` (compared lowercased): its log-probability in
