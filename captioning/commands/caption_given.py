@@ -14,7 +14,7 @@ from typing import Any
 from text_attn.core.arrays import digits6
 from text_attn.core.errors import fail, given_text
 from text_attn.core.json_numbers import json_score
-from text_attn.core.os_text import stdin_bytes, utf8_name
+from text_attn.core.os_text import lone_surrogate, stdin_bytes, utf8_name
 from text_attn.core.ranks import first_process
 from text_attn.core.safe_files import inert, text_lines
 from text_attn.core.search_options import search_flags_given
@@ -41,9 +41,7 @@ def check_given(args: argparse.Namespace) -> None:
     if args.given and args.given_file:
         fail("caption", "give --given (read for every image) or --given-file (each image's own), not both")
     for text in args.given or ():
-        try:  # a byte that was not UTF-8 in argv, kept as a lone surrogate: the captioner refuses it (api_args)
-            text.encode("utf-8")
-        except UnicodeEncodeError:
+        if lone_surrogate(text) is not None:  # a byte that was not UTF-8 in argv: the captioner refuses it (api_args)
             fail("caption", f"{given_text('--given', text)}: not valid UTF-8 text")
         if not caption_tokens(text):
             fail("caption", f"{given_text('--given', text)}: no words to read (punctuation is dropped)")

@@ -68,7 +68,13 @@ from captioning.photos.photo_check import count_unlike
 from captioning.photos.preprocess import Preprocess
 from captioning.training.attention_targets import TARGET_WORDS, caption_cells, scene_token_boxes
 from captioning.training.domain_sample import spread
-from captioning.training.feature_cache import UNREADABLE_BATCH, fill_features, readable_photos, unreadable_rows
+from captioning.training.feature_cache import (
+    UNREADABLE_BATCH,
+    cache_folder,
+    fill_features,
+    readable_photos,
+    unreadable_rows,
+)
 from captioning.training.mixing import mixed_in, with_mixed_held_out
 from captioning.training.multi30k import LANGUAGES, in_language
 from captioning.training.readers import (
@@ -553,6 +559,12 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def drawn_split(self) -> bool:
         """A folder of photos: val and test drawn from it by data.val_size, test_size, seed."""
         return self.hparams.source == "folder"
+
+    def folders_made(self, root: str | Path | None) -> list[str]:
+        """The folders a fit with this data makes of its own before it trains (text_attn.core.unused_runs.run_folders):
+        its feature cache (data.feature_cache_dir; "auto" under the run's ``root``)."""
+        folder = cache_folder(self.hparams.feature_cache_dir, root)
+        return [folder] if folder else []
 
     def held_out(self) -> list[str] | None:
         """The val and test photos' file names (ResumableBatches: a resume tells whether they are the checkpoint's

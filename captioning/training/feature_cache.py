@@ -97,6 +97,14 @@ def split_key(fingerprint: str, images: Sequence[Path | Image.Image]) -> str:
     return h.hexdigest()[:KEY_CHARS]
 
 
+def cache_folder(setting: str | None, root: str | Path | None) -> str | None:
+    """data.feature_cache_dir as a folder: "auto" is the run's ``root``/feature_cache (trainer.default_root_dir);
+    None or "" (no disk cache) as they are."""
+    if setting == "auto":
+        return str(Path(root, "feature_cache")) if root else None
+    return setting
+
+
 def cache_file(cache_dir: str | Path, split: str, key: str) -> Path:
     return Path(cache_dir) / f"{split}-{key}.pt"
 
@@ -355,9 +363,7 @@ class FeatureCacheCallback(pl.Callback):
                     "the photos")  # fmt: skip
             dm.drop_features()  # the batches carry photos: none of an earlier fit's encoder's features is read
             return
-        cache_dir = dm.hparams.feature_cache_dir
-        if cache_dir == "auto":
-            cache_dir = str(Path(trainer.default_root_dir, "feature_cache"))
+        cache_dir = cache_folder(dm.hparams.feature_cache_dir, trainer.default_root_dir)
         if cache_dir:  # said now, not after every photo is encoded (a file there failed at the first write)
             try:
                 if Path(cache_dir).exists() and not Path(cache_dir).is_dir():

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from captioning.training.readers import CaptionDataError, ImageItem, read_flickr8k, read_folder
+from captioning.training.readers import CaptionDataError, ImageItem, content_digest, read_flickr8k, read_folder
 from text_attn.core.ranks import say
 
 
@@ -53,10 +53,7 @@ def _copies_of(photos: list[Path]) -> Callable[[Path], bool]:
 
     def digest(path: Path) -> str | None:
         if path not in digests:
-            try:
-                digests[path] = hashlib.sha256(path.read_bytes()).hexdigest()
-            except OSError:
-                digests[path] = None
+            digests[path] = content_digest(path)
         return digests[path]
 
     def copy(path: Path) -> bool:

@@ -481,12 +481,22 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
     return _check_files(_copies_as_one(list(by_name.values()), tsv), tsv, strict)
 
 
+def content_digest(path: Path) -> str | None:
+    """A file's bytes as a SHA-256 digest (copies of a photo under other names are one photo); None where it cannot
+    be read."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def _copies_as_one(items: list[ImageItem], tsv: Path) -> list[ImageItem]:
     """Photos whose files hold the same bytes (``p.jpg`` and ``p copy.jpg``) as one photo, the first named, with the
     captions of all (a copy's repeated captions once), and one note counting them: split apart, a test photo's copy
     was a train photo, and the held-out scores were of photos the model had learned. Only files of one size are read
     to compare (a folder of photos has few)."""
-    import hashlib
     from collections import defaultdict
 
     by_size: dict[int, list[ImageItem]] = defaultdict(list)
@@ -499,9 +509,7 @@ def _copies_as_one(items: list[ImageItem], tsv: Path) -> list[ImageItem]:
     copies: list[tuple[ImageItem, ImageItem]] = []  # (copy, the photo it copies)
     for group in (g for g in by_size.values() if len(g) > 1):
         for item in group:
-            try:
-                digest = hashlib.sha256(item.path.read_bytes()).hexdigest()
-            except OSError:
+            if (digest := content_digest(item.path)) is None:
                 continue
             if digest in first:
                 copies.append((item, first[digest]))

@@ -297,3 +297,15 @@ def test_a_full_disk_keeps_the_features_in_memory_and_leaves_no_file(monkeypatch
     err = capsys.readouterr().err
     assert err.count("cannot write the feature cache") == 1  # one note, the second split not tried
     assert "no space left on device; training on the features in memory" in err
+
+
+def test_the_folders_a_caption_fit_makes_of_its_own_are_its_feature_cache():
+    """What a refused run removes where it made it and left it empty (text_attn.core.unused_runs.run_folders): the
+    feature cache, "auto" under the run's root folder, as the callback makes it (captioning.training.feature_cache)."""
+    from captioning.training.data import CaptionDataModule
+    from captioning.training.feature_cache import cache_folder
+
+    assert CaptionDataModule().folders_made("runs/a") == [str(Path("runs/a", "feature_cache"))]
+    assert CaptionDataModule(feature_cache_dir="/tmp/cache").folders_made("runs/a") == ["/tmp/cache"]
+    assert CaptionDataModule(feature_cache_dir=None).folders_made("runs/a") == []
+    assert cache_folder("auto", None) is None and cache_folder("", "runs/a") == ""

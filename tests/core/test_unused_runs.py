@@ -61,7 +61,7 @@ def test_folders_a_refused_run_made_go_where_they_hold_no_file(tmp_path):
 
     (tmp_path / "kept").mkdir()
     trainer = SimpleNamespace(default_root_dir=str(tmp_path / "runs/a"))
-    data = SimpleNamespace(hparams={"feature_cache_dir": "auto"})
+    data = SimpleNamespace(folders_made=lambda root: [Path(root, "feature_cache")])  # a caption data module's
     own = run_folders(trainer, data, str(tmp_path / "kept/b/model.pt"))
     assert own == [str(tmp_path / "runs/a"), tmp_path / "kept/b", tmp_path / "runs/a/feature_cache"]
     made = missing_folders(own)
@@ -79,5 +79,4 @@ def test_folders_a_refused_run_made_go_where_they_hold_no_file(tmp_path):
     remove_empty(made)
     assert (tmp_path / "runs/a/lightning_logs/version_1").is_dir() and (tmp_path / "runs/b/feature_cache").is_dir()
     assert not (tmp_path / "runs/a/feature_cache").exists()  # (its own: the same path, made by either)
-    explicit = run_folders(trainer, SimpleNamespace(hparams={"feature_cache_dir": str(tmp_path / "cache")}), None)
-    assert explicit[2] == str(tmp_path / "cache") and run_folders(trainer, None, None)[2] is None
+    assert run_folders(trainer, None, None) == [str(tmp_path / "runs/a"), None]  # no data module: nothing of its

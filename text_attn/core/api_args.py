@@ -15,6 +15,8 @@ import numbers
 import os
 from typing import Any
 
+from text_attn.core.os_text import lone_surrogate
+
 
 def a_batch(items: Any, name: str, what: str) -> list:
     """``items`` as a list (a generator read once: read twice it did the work, then failed on a zip); TypeError where
@@ -46,16 +48,12 @@ def check_encodable(text: str, where: str) -> None:
     reading of argv keep it: "l\\udce4uft"), naming it and where: the subword codec's C++ raised "Unable to cast
     Python instance of type <class 'str'>" 7-13 frames down, the captioner dropped the character unsaid. The commands
     refuse such input as "not valid UTF-8 text"."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        char = text[err.start]
+    if (at := lone_surrogate(text)) is not None:
+        char = text[at]
         why = ("a byte that was not UTF-8, kept by errors='surrogateescape': decode the text's bytes in their own "
                "encoding" if "\udc80" <= char <= "\udcff" else "half of a UTF-16 pair, an emoji or other character "
                "cut in two: give the whole character")  # fmt: skip
-        raise ValueError(
-            f"{where} is not valid text: a lone surrogate {char!r} at character {err.start + 1} ({why})"
-        ) from None
+        raise ValueError(f"{where} is not valid text: a lone surrogate {char!r} at character {at + 1} ({why})")
 
 
 def check_flag(name: str, value: Any) -> None:

@@ -7,6 +7,8 @@
   whatever the locale, a byte that is not UTF-8 kept as the lone surrogate U+DC80 + byte (Python's surrogateescape),
   so a record written under one locale is found again (``--resume``) under another; :func:`os_name` turns such a name
   back into the form this process's file functions take.
+- **Bytes that were not UTF-8** (stdin, argv, ``os.fsdecode``: lone surrogates): :func:`lone_surrogate` finds the
+  first, which the commands refuse as "not valid UTF-8 text" and the Python API names (text_attn.core.api_args).
 - **Standard streams started closed** (``>&-``, ``2>&-``): :func:`standard_streams`.
 - **An input file named ``-``** (``--references -``, ``--given-file -``): stdin, read once (:func:`stdin_bytes`).
 """
@@ -26,6 +28,16 @@ def utf8_text(text: str) -> str:
         return os.fsencode(text).decode("utf-8")
     except UnicodeError:  # not UTF-8 bytes, or text the locale's encoding cannot hold: already decoded
         return text
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The index of ``text``'s first lone surrogate (a byte that was not UTF-8, as stdin, argv and ``os.fsdecode`` keep
+    it; half of a UTF-16 pair), or None where all of it is text UTF-8 can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return err.start
+    return None
 
 
 def utf8_name(name: str) -> str:

@@ -64,14 +64,10 @@ def remove_empty(folders: list[Path]) -> None:
 
 def run_folders(trainer, datamodule, export_path: str | None) -> list[str | Path | None]:
     """The folders a run makes of its own before it trains: trainer.default_root_dir, model.export_path's folder, and
-    a caption data module's feature cache (data.feature_cache_dir; "auto": default_root_dir/feature_cache, as
-    captioning.training.feature_cache makes it)."""
+    those its data module names (``folders_made(root)``: a caption data module's feature cache)."""
     root = getattr(trainer, "default_root_dir", None)
-    hparams = getattr(datamodule, "hparams", None)
-    cache = hparams.get("feature_cache_dir") if hasattr(hparams, "get") else None
-    if cache == "auto":
-        cache = Path(root, "feature_cache") if root else None
-    return [root, Path(export_path).parent if export_path else None, cache]
+    made = getattr(datamodule, "folders_made", None)
+    return [root, Path(export_path).parent if export_path else None, *(made(root) if made else [])]
 
 
 def _unused(entry: os.DirEntry) -> bool:

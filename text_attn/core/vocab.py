@@ -113,15 +113,17 @@ def is_word(token: str) -> bool:
     return any(ch.isalnum() for ch in token)
 
 
-def check_vocab_sizes(**sizes: object) -> None:
-    """ValueError / TypeError for a network config's vocabulary size that no Vocabulary has (at least its specials):
-    ``Seq2SeqConfig(src_vocab_size=0, ...)`` built, and failed in torch's embedding lookup with an IndexError."""
+def vocab_sizes(**sizes: object) -> tuple[int, ...]:
+    """A network config's vocabulary sizes, checked, as plain ints (a numpy one went into the model file as it was, and
+    its load, weights_only, refused the file); ValueError / TypeError for a size no Vocabulary has (at least its
+    specials): ``Seq2SeqConfig(src_vocab_size=0, ...)`` built, and failed in torch's embedding lookup (IndexError)."""
     for name, size in sizes.items():
         if isinstance(size, bool) or not isinstance(size, numbers.Integral):  # numpy's integers are integers
             raise TypeError(f"{name} must be an integer (len(vocabulary)), got {size!r}")
         if size < len(SPECIALS):
             raise ValueError(f"{name} must be at least {len(SPECIALS)} (the specials {', '.join(SPECIALS)} and the "
                              f"words: len(vocabulary)), got {size}")  # fmt: skip
+    return tuple(int(size) for size in sizes.values())
 
 
 class Vocabulary:

@@ -32,6 +32,8 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
+from text_attn.core.os_text import lone_surrogate
+
 if TYPE_CHECKING:  # torch is imported where a grid is joined: the commands split lines before torch loads
     from torch import Tensor
 
@@ -117,11 +119,7 @@ def marks_alone(line: str) -> bool:
     """Whether a line of input holds marks alone, no letter or digit ("---", "* * *", "-", "…"): nothing a model of
     sentences reads (it made sentences up: "A view of the distance."); a line that is not UTF-8 is not (its error is
     said)."""
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return not any(c.isalnum() for c in line)
+    return lone_surrogate(line) is None and not any(c.isalnum() for c in line)
 
 
 def item_mark(sentence: str) -> tuple[str, str]:

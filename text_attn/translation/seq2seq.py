@@ -34,7 +34,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from text_attn.core.attention import build_attention
 from text_attn.core.decoding import GenerateMixin
-from text_attn.core.vocab import check_vocab_sizes
+from text_attn.core.vocab import vocab_sizes
 
 ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "none")
 
@@ -58,9 +58,9 @@ class Seq2SeqConfig:
     dot_projection: bool = False
 
     def __post_init__(self):
-        check_vocab_sizes(src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size)
-        # plain ints: a numpy one went into the model file as it was, and its load (weights_only) refused the file
-        self.src_vocab_size, self.tgt_vocab_size = int(self.src_vocab_size), int(self.tgt_vocab_size)
+        self.src_vocab_size, self.tgt_vocab_size = vocab_sizes(
+            src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size
+        )
         if self.attention not in ATTENTIONS:
             raise ValueError(f"unknown attention {self.attention!r}; choose one of {ATTENTIONS}")
         if self.rnn not in ("gru", "lstm"):

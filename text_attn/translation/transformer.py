@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from text_attn.core.attention import HeadKV, MultiHeadAttention
 from text_attn.core.decoding import GenerateMixin
-from text_attn.core.vocab import check_vocab_sizes
+from text_attn.core.vocab import vocab_sizes
 
 POSITIONS = ("sinusoidal", "learned")
 
@@ -53,9 +53,9 @@ class TransformerConfig:
     pad_id: int = 0  # padding id of both vocabularies
 
     def __post_init__(self):
-        check_vocab_sizes(src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size)
-        # plain ints: a numpy one went into the model file as it was, and its load (weights_only) refused the file
-        self.src_vocab_size, self.tgt_vocab_size = int(self.src_vocab_size), int(self.tgt_vocab_size)
+        self.src_vocab_size, self.tgt_vocab_size = vocab_sizes(
+            src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size
+        )
         if self.positions not in POSITIONS:
             raise ValueError(f"unknown positions {self.positions!r}; choose one of {POSITIONS}")
         if self.d_model % self.num_heads:

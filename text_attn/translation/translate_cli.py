@@ -29,7 +29,7 @@ from text_attn.core.errors import (
     to_devnull,
 )
 from text_attn.core.fast_exit import leaving
-from text_attn.core.os_text import utf8_text
+from text_attn.core.os_text import lone_surrogate, utf8_text
 from text_attn.core.run_record import record_run
 from text_attn.core.safe_files import (
     OutputRefused,
@@ -340,9 +340,7 @@ def _translate_stream(
                 flush()
             continue
         error, tokens = None, None
-        try:
-            line.encode("utf-8")
-        except UnicodeEncodeError:  # stdin bytes that are not UTF-8 arrive as lone surrogates
+        if lone_surrogate(line) is not None:  # stdin bytes that are not UTF-8 arrive as lone surrogates
             error = "not valid UTF-8 text"
         else:
             read = translator.read_as(line)  # typed without capitals: with the training text's (Translator.tokenize)
@@ -906,7 +904,9 @@ def _translate_main(args: argparse.Namespace) -> int:
         fail("translate", "--evidence is drawn beside the attention: give it with --plot PNG or --html FILE (or "
              "--json, --jsonl FILE: in each record)")  # fmt: skip
     # --plot too: it noted "no attention to plot" at the end and exited 0, no file written (a script went on)
-    for flag, verb, given in (("--alignments", "align", args.alignments), ("--plot", "plot", args.plot)):
+    needs = (("--alignments", "align", args.alignments), ("--plot", "plot", args.plot),
+             ("--evidence", "explain", args.evidence))  # fmt: skip
+    for flag, verb, given in needs:
         if given:
             from text_attn.translation.explain import require_attention
 
@@ -914,13 +914,6 @@ def _translate_main(args: argparse.Namespace) -> int:
                 require_attention(translator.net)
             except ValueError as err:
                 fail("translate", f"{flag}: {str(err).replace('to explain', f'to {verb}')}")
-    if args.evidence:
-        from text_attn.translation.explain import require_attention
-
-        try:
-            require_attention(translator.net)
-        except ValueError as err:
-            fail("translate", f"--evidence: {err}")
     if args.layer is not None and not hasattr(translator.net, "set_plot_layer"):
         fail("translate", "--layer picks a Transformer decoder layer; this model is an RNN (one attention)")
     if args.layer is not None:  # the Transformer: which layer's cross-attention to return (loaded: the penultimate)
