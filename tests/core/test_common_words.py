@@ -21,9 +21,9 @@ def test_each_side_reads_as_its_own_language_only():
 def test_notes_name_the_side_the_code_and_a_typed_name():
     assert language_notes({"source": ("en", GERMAN), "target": ("de", ENGLISH)}) == [
         "the source sentences read as German, not English as data.src_lang en says (their common words are "
-        "German's): columns or codes swapped?",
+        "German's): columns or codes swapped? The model file records German, what they read as",
         "the target sentences read as English, not German as data.tgt_lang de says (their common words are "
-        "English's): columns or codes swapped?",
+        "English's): columns or codes swapped? The model file records English, what they read as",
     ]
     assert language_notes({"source": ("German", GERMAN), "target": ("en", ENGLISH)}) == [
         "data.src_lang 'German' is a language's name: give its code, 'de' (the model file records what is given)"

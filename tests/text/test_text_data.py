@@ -100,6 +100,32 @@ def test_the_language_pair_given_is_recorded_and_none_is_guessed(task, tmp_path)
     assert info() == ["input check:    notes input unlike the text the model learned from, by its language and words"]
 
 
+@pytest.mark.parametrize("task", ["tsv", "parallel"])
+def test_a_language_code_the_text_clearly_is_not_is_recorded_as_the_text_reads(task, tmp_path, capsys):
+    """data.src_lang en for German sources was noted at fit and then recorded: translate --model-info said "English ->
+    English" and its check called German input "unlike the English text". The text's own language is recorded."""
+    from types import SimpleNamespace
+
+    from text_attn.translation.module import TranslationModule
+    from text_attn.translation.translate_cli import model_info
+
+    pairs = [(f"Der Mann und die Frau sind mit dem Hund {i} in der Stadt.", f"The man and the woman are with the dog "
+              f"{i} in the city.") for i in range(12)]  # fmt: skip
+    where = _corpus(task, tmp_path, pairs, "src")
+    dm = TranslationDataModule(task=task, val_size=2, test_size=2, **where, src_lang="en", tgt_lang="en")
+    module = TranslationModule(network={"embed_dim": 8, "enc_hidden": 8, "dec_hidden": 8, "attn_dim": 8})
+    module.trainer = SimpleNamespace(datamodule=dm)
+    module.setup("fit")
+    (note,) = [line for line in capsys.readouterr().err.splitlines() if "columns or codes swapped?" in line]
+    assert note.endswith("The model file records German, what they read as")
+    translator = module.translator()
+    assert translator.source_lang == "de"
+    assert [line for line in model_info(translator, "m.pt") if line.startswith(("languages", "input check"))] == [
+        "input check:    notes input unlike the German text the model learned from, by its language and words",
+        "languages:      German -> English",
+    ]
+
+
 def test_a_resume_whose_val_and_test_changed_since_the_checkpoint_says_so(tmp_path, capsys):
     """A corpus grown since: pairs moved between the splits (a test pair into train), and the resumed fit went on
     unsaid, its best checkpoint chosen on other pairs."""

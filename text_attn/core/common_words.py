@@ -66,8 +66,16 @@ def language_notes(sides: dict[str, tuple[str | None, list[str]]]) -> list[str]:
             code = TYPED_NAMES[code.lower()]
         if code and (found := other_language(lines, code)):
             notes.append(f"the {side} sentences read as {NAMES[found]}, not {NAMES[code]} as {flag} {code} says (their "
-                         f"common words are {NAMES[found]}'s): columns or codes swapped?")  # fmt: skip
+                         f"common words are {NAMES[found]}'s): columns or codes swapped? The model file records "
+                         f"{NAMES[found]}, what they read as")  # fmt: skip
     return notes
+
+
+def read_as(code: str | None, lines: list[str]) -> str | None:
+    """The language code a corpus side is recorded with: ``code`` as given, or the language its ``lines`` clearly
+    read as where that is another of COMMON's (:func:`other_language`): data.src_lang en given for German sources
+    was recorded, and ``translate`` then called German input "unlike the English text" the model learned from."""
+    return (other_language(lines, code) if code else None) or code
 
 
 UNSPACED_LEAST = 20  # sentences looked at before a text is said to be written without spaces

@@ -36,7 +36,7 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import composed
-from text_attn.core.common_words import SAMPLE, language_notes, unspaced
+from text_attn.core.common_words import SAMPLE, language_notes, read_as, unspaced
 from text_attn.core.data_note import note_facts
 from text_attn.core.ranks import say
 from text_attn.core.safe_files import inert
@@ -301,9 +301,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         texts = self._load_texts()
         sample = texts["train"][:SAMPLE]  # a corpus's first pairs: enough to tell its languages
         sides = {"source": (hp.src_lang, [s for s, _ in sample]), "target": (hp.tgt_lang, [t for _, t in sample])}
-        for note in language_notes(sides):  # data.src_lang en for German sources was recorded as the model's pair
+        for note in language_notes(sides):
             say(f"text data: note: {note}")
-        lang = hp.src_lang  # the run's own check names it (translate --model-info, the pages' lang), or the start's
+        # each side's language as its text reads (data.src_lang en for German sources is recorded as German)
+        self.languages = {side: read_as(code, lines) for side, (code, lines) in sides.items()}
+        lang = self.languages["source"]  # the run's own check names it (translate --model-info, the pages' lang)
         if self._start is not None and self._start.check is not None:  # read whether data.src_lang is given or not
             started = _start_language(self._start, [s for s, _ in texts["train"]], hp.task)
             lang = lang or started
@@ -380,9 +382,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         names = {"test": "test_2016_flickr", **(hp.split_names or {})}
         multi30k = hp.task == "pair" and names["test"] == "test_2016_flickr"
         own = {} if multi30k else {"trained_on": self._trained_on()}  # said even where its languages are not
-        if not (hp.src_lang or hp.tgt_lang):
+        # as the text reads once it is read (:func:`read_as`), else as given
+        codes = getattr(self, "languages", None) or {"source": hp.src_lang, "target": hp.tgt_lang}
+        if not (codes["source"] or codes["target"]):
             return own  # its languages not given: none is guessed
-        pair = " -> ".join(LANGUAGES.get(code, code) if code else "(not given)" for code in (hp.src_lang, hp.tgt_lang))
+        pair = " -> ".join(LANGUAGES.get(code, code) if code else "(not given)" for code in codes.values())
         if not multi30k:
             return {**own, "languages": pair}
         # part of it (data.train_size, a folder of fewer lines): the file said "Multi30k" alone, as if the whole
