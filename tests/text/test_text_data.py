@@ -100,6 +100,25 @@ def test_the_language_pair_given_is_recorded_and_none_is_guessed(task, tmp_path)
     assert info() == ["input check:    notes input unlike the text the model learned from, by its language and words"]
 
 
+@pytest.mark.parametrize(("task", "copies", "said"), [("tsv", 40, "every pair has"),
+                                                   ("parallel", 4, "4 of the 40 pairs (10%) have"),
+                                                   ("tsv", 1, None)])  # fmt: skip
+def test_pairs_the_same_on_both_sides_are_noted(task, copies, said, tmp_path, capsys):
+    """One file given for both sides (or a column of copies) trained a model to copy its input, unsaid. A few alike
+    (a name, "OK!") are normal: 1 of 40 is not noted."""
+    pairs = [(f"Der Satz für die Zahl {i}.", f"The sentence for the number {i}.") for i in range(40)]
+    pairs = [(s, s if i < copies else t) for i, (s, t) in enumerate(pairs)]
+    pairs[0] = (pairs[0][0], " " + pairs[0][0].replace(" ", "  ")) if copies else pairs[0]  # read as the codecs read
+    dm = TranslationDataModule(task=task, val_size=2, test_size=2, **_corpus(task, tmp_path, pairs, "de"))
+    dm.setup("fit")
+    notes = [line for line in capsys.readouterr().err.splitlines() if "the same text on both sides" in line]
+    if said is None:
+        assert notes == []
+    else:
+        (note,) = notes
+        assert f": {said} the same text on both sides: the model learns to copy them" in note
+
+
 @pytest.mark.parametrize("task", ["tsv", "parallel"])
 def test_a_language_code_the_text_clearly_is_not_is_recorded_as_the_text_reads(task, tmp_path, capsys):
     """data.src_lang en for German sources was noted at fit and then recorded: translate --model-info said "English ->

@@ -436,6 +436,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                                     f"{names}), e.g. --data.split_names '{{test: test}}'") from None  # fmt: skip
                 size = {"train": hp.train_size, "val": hp.val_size, "test": hp.test_size}[split]
                 out[split] = read_parallel_text(src, tgt, size if size > 0 else None)
+                if split == "train":  # data.src_lang en with data.tgt_lang en: one file read for both sides
+                    _same_sides_note(out[split], str(src))
             return out
         if hp.task == "tsv":
             if not hp.path:
@@ -454,6 +456,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         # data.train_size caps the pairs read, val and test cut from them: with 50 of 400 lines, 30 pairs trained on
         capped = cap is not None and len(pairs) >= cap
         pairs = _without_repeats(pairs)
+        _same_sides_note(pairs, where)
         random.Random(hp.seed).shuffle(pairs)
         n_val, n_test = hp.val_size, hp.test_size
         if capped and len(pairs) > n_val + n_test:
@@ -620,6 +623,23 @@ def _without_repeats(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
             f"line is kept once, at its first, so that no val or test pair is a train pair too); {len(kept)} "
             "pairs remain")  # fmt: skip
     return kept
+
+
+SAME_SIDES = 0.05  # a share of pairs the same on both sides that is noted: a name or "OK!" alike is normal
+
+
+def _same_sides_note(pairs: list[tuple[str, str]], where: str) -> None:
+    """One note where at least SAME_SIDES of the pairs have the same text on both sides (as the codecs read it): one
+    file given for both sides, or a column of copies, trained a model to copy its input, unsaid."""
+    same = sum(" ".join(composed(s).split()) == " ".join(composed(t).split()) for s, t in pairs)
+    if pairs and same >= SAME_SIDES * len(pairs):
+        share = (
+            "every pair has"
+            if same == len(pairs)
+            else f"{same:,} of the {len(pairs):,} pairs ({same / len(pairs):.0%}) have"
+        )
+        say(f"text data: note: {inert(where)}: {share} the same text on both sides: the model learns to copy them "
+            "(the same file or column given for both sides?)")  # fmt: skip
 
 
 START_SAMPLE = 500  # train sources the start's check reads: the share it flags is settled long before
