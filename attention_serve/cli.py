@@ -75,9 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-chars", type=int, default=1000, help="characters in one sentence (default: 1000)")
     p.add_argument("--max-search", type=int,
                    help="steps a /translate request's decoding may take, per sentence of S source tokens S x S + "
-                   "beams x T x (S + T), T the output at its longest (max_len + 1, else 2 x (S + 1) + 10, at most 512; "
-                   f"a given text's tokens + 1) (default: {SEARCH_AT_120:,} at --timeout 120, in proportion to "
-                   "--timeout: the costliest request it allows took ~24 s of one core, docs/serve.md)")  # fmt: skip
+                   "beams x T x (S + T) + 250, T the output at its longest (max_len + 1, else 2 x (S + 1) + 10, at "
+                   f"most 512; a given text's tokens + 1) (default: {SEARCH_AT_120:,} at --timeout 120, in proportion "
+                   "to --timeout: the costliest request it allows took ~24 s of one core, docs/serve.md)")  # fmt: skip
     p.add_argument("--max-evidence", type=int,
                    help="model steps evidence=1 may take in one request: /translate, each source token x each "
                    "output token at its longest; /caption, each region (and none) x each word (default: "

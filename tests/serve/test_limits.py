@@ -99,11 +99,20 @@ def test_every_ordinary_request_passes_at_the_defaults(text, caption):
 
 
 def test_the_search_is_counted_by_the_steps_it_may_take():
-    """Per sentence of S source tokens: S x S (the encoder) + beams x T x (S + T), T the output at its longest."""
-    assert cost.search_steps([4], {"beam_size": 5, "max_len": 10}, LONGEST) == 16 + 5 * 11 * 15  # T: 10 and the end
-    assert cost.search_steps([4], {"beam_size": 5}, LONGEST) == 16 + 5 * 20 * 24  # T: 2 x (4 + 1) + 10
-    assert cost.search_steps([400], {"beam_size": 1}, LONGEST) == 160_000 + 512 * 912  # T: at most 512
-    assert cost.search_steps([4, 2], {"given": "a b", "beam_size": 5}, LONGEST, given=2) == 16 + 3 * 7 + 4 + 3 * 5
+    """Per sentence of S source tokens: S x S (the encoder) + beams x T x (S + T), T the output at its longest, and
+    a sentence's own cost (250: its tokens through the layers, its record); a sentence with no tokens costs nothing."""
+    one = cost.SENTENCE_STEPS
+    assert one == 250
+    assert cost.search_steps([4], {"beam_size": 5, "max_len": 10}, LONGEST) == 16 + 5 * 11 * 15 + one  # T: 10, end
+    assert cost.search_steps([4], {"beam_size": 5}, LONGEST) == 16 + 5 * 20 * 24 + one  # T: 2 x (4 + 1) + 10
+    assert cost.search_steps([400], {"beam_size": 1}, LONGEST) == 160_000 + 512 * 912 + one  # T: at most 512
+    assert cost.search_steps([4, 2, 0], {"given": "a b", "beam_size": 5}, LONGEST, given=2) == (
+        16 + 3 * 7 + 4 + 3 * 5 + 2 * one
+    )
+    # 64 texts of 249 "Ja. " (64 KB, 15,936 sentences) at max_len 1 counted 19 steps a sentence, 302,784 in all, and
+    # held the worker 110 s; a sentence's own cost makes it 4,286,784: refused
+    with pytest.raises(cost.ClientError, match="15,936 sentences"):
+        cost.check_work([3] * 15_936, {"beam_size": 1, "max_len": 1}, DEFAULTS, LONGEST)
     # the same source, a longer output: the steps grow with it (the width alone, 4 x 5, did not)
     assert cost.search_steps([4], {"beam_size": 5, "max_len": 512}, LONGEST) > 100 * cost.search_steps(
         [4], {"beam_size": 5, "max_len": 5}, LONGEST
