@@ -5,6 +5,7 @@ never a real device."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 
@@ -89,6 +90,46 @@ def test_a_termination_signal_mid_write_removes_the_temporary_file_and_keeps_the
     assert proc.returncode == 128 + number and "not reached" not in proc.stdout, proc.stderr
     assert proc.stderr.strip().endswith(f"{name} while writing {out}: not written (a file there before is as it was)")
     assert out.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["model.pt"]
+
+
+def test_a_termination_signal_as_the_temporary_file_is_made_removes_it(tmp_path):
+    """A SIGTERM between the temporary file's making and its listing for removal (1 of 7 kills timed at its making, in
+    an audit) ended the process at the default and left the file: the signal is held back until it is listed."""
+    import subprocess
+
+    out = tmp_path / "model.pt"
+    body = (  # the signal the moment the file is made (a thread beside: the handler runs at once, not after a mask)
+        "import threading\nthreading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+        "made = os.open\n"
+        "def made_then_killed(name, *a, **k):\n    fd = made(name, *a, **k)\n"
+        "    if str(name).endswith('.tmp'):\n        os.kill(os.getpid(), signal.SIGTERM)\n    return fd\n"
+        "os.open = made_then_killed\n"
+        "with atomic_output(out) as tmp:\n    print('not reached')"
+    )
+    script = SIGNALLED.format(name="SIGTERM", body=body)
+    proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 143 and "not reached" not in proc.stdout, proc.stderr
+    assert proc.stderr.strip().endswith(f"SIGTERM while writing {out}: not written (a file there before is as it was)")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_ending_in_a_slash_is_refused(tmp_path):
+    """``out/`` names a folder: Path drops the slash, and a file ``out`` was written, or an existing one replaced."""
+    from text_attn.core.safe_files import OutputRefused, check_output, hold_outputs
+
+    (tmp_path / "victim.pt").write_text("kept")
+    (tmp_path / "folder").mkdir()
+    for out, said in ((f"{tmp_path}/new/", "ends in a slash, a folder's name: give a file path"),
+                      (f"{tmp_path}/victim.pt/", "ends in a slash, a folder's name: give a file path"),
+                      (f"{tmp_path}/folder/", "is a folder: give a file path")):  # fmt: skip
+        for check in (check_output, lambda path: hold_outputs([("OUT", path)])):
+            with pytest.raises(OutputRefused, match=f"^{re.escape(out)} {said}$"):
+                check(out)
+        with pytest.raises(OutputRefused):
+            with atomic_output(out) as tmp:
+                tmp.write_text("new")
+    assert (tmp_path / "victim.pt").read_text() == "kept" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "folder", "victim.pt"]  # fmt: skip
 
 
 def test_a_process_forked_while_a_file_is_written_leaves_it_alone(tmp_path):

@@ -226,6 +226,32 @@ def test_inputs_that_are_not_text_checkpoints_or_model_files(tmp_path, capsys):
     assert not (tmp_path / "out.pt").exists()
     with pytest.raises(ModelFileError):
         export_checkpoint(tmp_path / "plain.pt", tmp_path / "out.pt")
+    # whole files of another kind that start as torch's do: not "cut off", and torch's warning of a pickle protocol
+    # it does not write (two lines before the refusal) is not shown
+    import pickle
+    import zipfile
+
+    (tmp_path / "dict.pt").write_bytes(pickle.dumps({"a": 1}, protocol=4))
+    with zipfile.ZipFile(tmp_path / "photos.zip", "w") as archive:
+        archive.writestr("a.txt", "hello")
+    for name, what in (("dict.pt", "a Python pickle torch did not write"), ("photos.zip", "a zip archive torch did "
+                                                                                          "not write")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            export_main([str(tmp_path / name), str(tmp_path / "out.pt")])
+        assert _one_error_line(capsys, exc, "text-export").endswith(f" bytes, {what}")
+
+
+def test_an_out_ending_in_a_slash_is_refused_and_a_file_of_that_name_kept(tmp_path, capsys):
+    """``text-export m.pt newdir/`` wrote a file ``newdir`` (a later mkdir failed); ``victim.pt/`` replaced the model
+    file victim.pt, exit 0 both: Path drops the slash."""
+    (tmp_path / "victim.pt").write_bytes(b"another model")
+    for out in (tmp_path / "newdir", tmp_path / "victim.pt"):
+        with pytest.raises(SystemExit) as exc:
+            export_main(["transformer", f"{out}/"])
+        assert _one_error_line(capsys, exc, "text-export").endswith(f"{out}/ ends in a slash, a folder's name: give "
+                                                                    "a file path")  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.pt"]
+    assert (tmp_path / "victim.pt").read_bytes() == b"another model"
 
 
 def test_unwritable_output_is_one_line(run, tmp_path, capsys):

@@ -432,10 +432,11 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 if run_checkpoints.holds_code(err, ckpt_path):  # as AtomicCheckpointIO says it
                     raise CheckpointRefused(f"{ckpt_path}: {CODE_REFUSED}") from None
                 what = run_checkpoints.torch_unreadable(ckpt_path)
-                raise ValueError(
-                    f"--ckpt_path {ckpt_path}: not a training checkpoint: {what} (cut off by a copy "
-                    "or a full disk? another checkpoint of the run, last or best, may be whole)"
-                ) from None
+                if not run_checkpoints.whole_other(ckpt_path):  # a file cut off, not a whole one of another kind
+                    what += (
+                        " (cut off by a copy or a full disk? another checkpoint of the run, last or best, may be whole)"
+                    )
+                raise ValueError(f"--ckpt_path {ckpt_path}: not a training checkpoint: {what}") from None
             if not isinstance(ckpt, dict) or "pytorch-lightning_version" not in ckpt:
                 raise ValueError(
                     f"--ckpt_path {ckpt_path}: not a training checkpoint (a model file? --ckpt_path takes the .ckpt "

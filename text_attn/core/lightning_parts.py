@@ -65,7 +65,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             return super().save_checkpoint(checkpoint, path, storage_options)
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            with atomic_output(path) as tmp:  # a fresh mkstemp file: a planted link is never written through
+            with atomic_output(path) as tmp:  # a fresh O_EXCL file: a planted link is never written through
                 if storage_options is None:
                     # straight into it: Lightning's writer made the whole checkpoint in $TMPDIR first, so a small
                     # /tmp failed the save "no space" against a run folder that had room. Made in memory first, as

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,49 @@ CODE_REFUSED = (
 )
 
 
+# torch's weights-only reader warns of a pickle protocol it does not write, two lines on stderr before the refusal
+# this toolkit says of such a file (a pickle.dump of a dict given as a model file) in one
+warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning,
+                        module=r"torch\._weights_only_unpickler")  # fmt: skip
+
+
 def torch_unreadable(path: str | Path) -> str:
     """What a file torch cannot load is, for a checkpoint's or model file's refusal: its size, not the exception's
-    name (RuntimeError, KeyError, EOFError said nothing)."""
+    name (RuntimeError, KeyError, EOFError said nothing), and what it is where it is whole but not torch's
+    (:func:`whole_other`)."""
     size = Path(path).stat().st_size
-    return "an empty file" if size == 0 else f"{size:,} bytes that torch cannot read as one"
+    if size == 0:
+        return "an empty file"
+    other = whole_other(path)
+    return f"{size:,} bytes, {other}" if other else f"{size:,} bytes that torch cannot read as one"
+
+
+def whole_other(path: str | Path) -> str | None:
+    """What a file that starts as torch's (:func:`starts_as_torch`) is where it is whole and not torch's: a zip
+    archive without torch's data.pkl, or one pickle that ends where the file does (torch.save's own zip holds its
+    pickle inside; its old format is several pickles in a row); None for anything else, a file cut off among them
+    ("cut off by a copy or a full disk?" was said of a whole pickle.dump of a dict). Walked, never unpickled."""
+    import pickletools
+    import zipfile
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+            if head == b"PK":
+                if not zipfile.is_zipfile(f):
+                    return None  # its directory at the end is missing: cut off
+                with zipfile.ZipFile(f) as archive:
+                    names = archive.namelist()
+                return None if any(n.endswith("data.pkl") for n in names) else "a zip archive torch did not write"
+            if head[:1] != b"\x80":
+                return None
+            f.seek(0)
+            for opcode, _, _ in pickletools.genops(f):
+                if opcode.name == "STOP":
+                    return "a Python pickle torch did not write" if f.read(1) == b"" else None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError):  # unreadable, or a pickle that breaks off
+        return None
+    return None
 
 
 def hpc_file(root: str | Path | None) -> Path | None:

@@ -2,7 +2,7 @@
 (SECURITY.md).
 
 - **Outputs** (model files, checkpoints, JSON Lines, pages, PNGs, benchmark JSON) are written by
-  :func:`atomic_output` (a fresh ``mkstemp`` file in the output's folder, then a rename: never a predictable
+  :func:`atomic_output` (a fresh file made with O_EXCL in the output's folder, then a rename: never a predictable
   ``OUT.part`` name a planted link could redirect) or, when they are written as the work goes on, opened by
   :func:`open_stream` (``O_NOFOLLOW``, checked to be a regular file before a byte is written). Either refuses, in one
   line, an output that exists and is a symbolic link, a folder, a FIFO, a socket or a device (renaming over a FIFO or
@@ -30,6 +30,7 @@ import errno
 import functools
 import os
 import re
+import secrets
 import stat
 import sys
 import tempfile
@@ -70,7 +71,9 @@ def _kind(mode: int) -> str:
 
 
 def check_output(path: str | Path) -> None:
-    """Refuse (OutputRefused) an output path that exists and is a symbolic link or not a regular file."""
+    """Refuse (OutputRefused) an output path that exists and is a symbolic link or not a regular file, or that ends
+    in a slash, a folder's name (``out/``: a file ``out`` was written, an existing file of that name replaced)."""
+    _slash_refused(path)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -83,6 +86,15 @@ def check_output(path: str | Path) -> None:
         raise OutputRefused(f"{path} exists and is {_kind(st.st_mode)}, not a regular file: give a file path")
     if (st.st_dev, st.st_ino) in _protected:
         raise OutputRefused(f"{path} is also an input ({_protected[(st.st_dev, st.st_ino)]}): it is not written")
+
+
+def _slash_refused(path: str | Path) -> None:
+    """OutputRefused for an output typed with a slash at its end (``out/``, ``victim.pt/``), a folder's name: Path
+    drops the slash, and a file ``out`` was written (a later ``mkdir out`` failed), an existing ``victim.pt``
+    replaced, exit 0."""
+    if isinstance(path, str) and path.endswith(("/", os.sep)) and path.strip("/" + os.sep):
+        raise OutputRefused(f"{path} is a folder: give a file path" if os.path.isdir(path) else
+                            f"{path} ends in a slash, a folder's name: give a file path")  # fmt: skip
 
 
 def _umask() -> int:
@@ -141,41 +153,39 @@ def _blocking(fd: int) -> None:
 
 @contextlib.contextmanager
 def atomic_output(path: str | Path, mode: int | None = None) -> Iterator[Path]:
-    """Yield a fresh temporary file beside ``path`` (created with O_EXCL by mkstemp) for the caller to write; on
-    success it becomes ``path`` by a rename (its mode the usual 0666 less the umask), on an error it is removed and the
-    old ``path`` stays whole. Refuses a ``path`` that is a link or not a regular file (:func:`check_output`).
-    ``mode``: the file's mode instead (a cache file: 0644, so a umask of 002 does not make it untrusted).
-    While it is written, SIGTERM and SIGHUP left at their default remove it as they end the process
+    """Yield a fresh temporary file beside ``path`` (created with O_EXCL: :func:`_make_temporary`) for the caller to
+    write; on success it becomes ``path`` by a rename (its mode the usual 0666 less the umask), on an error it is
+    removed and the old ``path`` stays whole. Refuses a ``path`` that is a link or not a regular file
+    (:func:`check_output`). ``mode``: the file's mode instead (a cache file: 0644, so a umask of 002 does not make it
+    untrusted). While it is written, SIGTERM and SIGHUP left at their default remove it as they end the process
     (:func:`_end_writing`), and leftovers of ``path``'s earlier writes that a SIGKILL left are removed once a day old
     (:func:`_remove_stale`)."""
+    check_output(path)  # as given: "out/" (Path drops the slash)
     path = Path(path)
-    check_output(path)
     _remove_stale(path)
-    try:
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
-    except OSError as err:  # named by the output, not by a temporary name the user never gave
-        err.filename = str(path)
-        raise
-    tmp = Path(name)
-    _writing[tmp] = (path, os.getpid())
-    try:
-        with _ending_removes_it():
+    with _ending_removes_it():
+        try:
+            fd, tmp = _make_temporary(path)
+        except OSError as err:  # named by the output, not by a temporary name the user never gave
+            err.filename = str(path)
+            raise
+        try:
             _set_mode(fd, tmp, 0o666 & ~_umask() if mode is None else mode)
             os.close(fd)
             yield tmp
             check_output(path)  # again: something may have been put there during a long write
             os.replace(tmp, path)
             _writing.pop(tmp, None)  # written: a signal now says nothing of it
-    except OSError as err:
-        if err.filename == str(tmp):  # "... '/proc/.version.run.json.u1nw2dhn.tmp'": the output's name instead
-            err.filename = str(path)
-        raise
-    finally:
-        _writing.pop(tmp, None)
-        # a folder made read-only meanwhile: its removal failed too, and that error replaced the write's, naming the
-        # temporary file (the write's is the one to say)
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        except OSError as err:
+            if err.filename == str(tmp):  # "... '/proc/.version.run.json.u1nw2dhn.tmp'": the output's name instead
+                err.filename = str(path)
+            raise
+        finally:
+            _writing.pop(tmp, None)
+            # a folder made read-only meanwhile: its removal failed too, and that error replaced the write's, naming
+            # the temporary file (the write's is the one to say)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
 
 _ENDING = ("SIGTERM", "SIGHUP")  # what `kill`, a closed terminal and schedulers send; Ctrl-C is a KeyboardInterrupt
@@ -214,6 +224,29 @@ def _ending_removes_it() -> Iterator[None]:
                 if signal.getsignal(number) is _end_writing:
                     signal.signal(number, handler)
             _ours.clear()
+
+
+def _make_temporary(path: Path) -> tuple[int, Path]:
+    """A fresh temporary file beside ``path`` (``.NAME.XXXXXXXX.tmp``, made with O_EXCL as mkstemp makes its files,
+    mode 0600), listed in ``_writing`` before it is made: a SIGTERM between mkstemp's making it and its listing ended
+    the process with the file left behind (1 of 7 kills timed at its making, in an audit). Listed first, a signal at
+    any point finds it (or nothing there yet: its removal is skipped)."""
+    prefix, flags = _temporary_prefix(path), os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(tempfile.TMP_MAX):
+        # the system's randomness, not the random module's: a seeded run's draws stay the run's
+        tmp = path.parent / f"{prefix}{''.join(secrets.choice(_LETTERS) for _ in range(8))}.tmp"
+        _writing[tmp] = (path, os.getpid())
+        try:
+            return os.open(tmp, flags | _NOFOLLOW, 0o600), tmp
+        except FileExistsError:  # another's of the same name: the next one
+            _writing.pop(tmp, None)
+        except BaseException:
+            _writing.pop(tmp, None)
+            raise
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", str(path))
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"  # mkstemp's: what _STALE finds a killed writer's files by
 
 
 def _end_writing(number: int, frame: Any) -> None:
@@ -593,6 +626,8 @@ def hold_outputs(outputs: Iterable[tuple[str, str | Path | None]]) -> HeldOutput
     held = HeldOutputs([])
     try:
         for label, path in outputs:
+            if path:
+                _slash_refused(path)  # before Path drops its slash
             if path and str(path) != "-" and (fd := _lock(f"{label} {path}", Path(path))) is not None:
                 held.held.append((fd, _lock_path(Path(path))))  # type: ignore[arg-type]
     except BaseException:
