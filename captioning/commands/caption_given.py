@@ -5,9 +5,11 @@ each photo's readings ranked, and a reading's part of a record."""
 from __future__ import annotations
 
 import argparse
+import gzip
 import re
 import sys
 import unicodedata
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from text_attn.core.errors import fail, given_text
 from text_attn.core.json_numbers import json_score
 from text_attn.core.os_text import lone_surrogate, stdin_bytes, utf8_name
 from text_attn.core.ranks import first_process
-from text_attn.core.safe_files import inert, text_lines
+from text_attn.core.safe_files import inert
 from text_attn.core.search_options import search_flags_given
 
 _KEY = re.compile(r"#\d+$")  # Flickr8k's token file names a caption "photo.jpg#2": the photo is "photo.jpg"
@@ -61,10 +63,11 @@ def check_given(args: argparse.Namespace) -> None:
 
 
 def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str, list[str]], dict[str, list[int]]]:
-    """A TSV of ``name<TAB>caption`` lines (caption-train's folder format; Flickr8k's token file too: ``name#k``)
-    -> each file name's captions, in file order, and their line numbers. Blank lines and lines starting with "#" are
-    skipped; a line without a tab or a caption without a word is one error line naming it (and ``flag``)."""
-    from captioning.model.reading import caption_tokens
+    """A file of ``name<TAB>caption`` lines, read as caption-train reads its folder's (captioning.training.caption_rows:
+    a CSV, a header, Flickr30k's numbered third column, comments, a third column noted and not read; gzipped or not;
+    Flickr8k's token file too: ``name#k``) -> each file name's captions, in file order, and their line numbers. A
+    line without a photo and a caption, or a caption without a word, is one error line naming it (and ``flag``)."""
+    from captioning.training.caption_rows import caption_rows
 
     try:
         raw = stdin_bytes() if str(path) == "-" else path.read_bytes()  # "-": stdin (a file named "-" is ./-)
@@ -74,6 +77,11 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
         fail("caption", f"{flag} {path}: a folder; give the file of captions (name<TAB>caption lines)")
     except OSError as err:
         fail("caption", f"{flag} {path}: cannot read it ({err.strerror or type(err).__name__})")
+    if raw[:2] == b"\x1f\x8b":  # gzipped (captions.tsv.gz), as caption-train reads it
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as err:
+            fail("caption", f"{flag} {path}: not a whole gzip file ({err})")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:  # the line, for a file that is mostly text
@@ -83,31 +91,36 @@ def read_caption_file(path: Path, flag: str = "--given-file") -> tuple[dict[str,
     lines: dict[str, list[int]] = {}
     seen: set[tuple[str, str]] = set()
     repeats, alike = [], []  # numbered lines again (dropped); unnumbered ones again (kept)
-    for n, line in enumerate(text_lines(text), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        name, tab, caption = line.partition("\t")
-        if not tab or not name.strip():
-            fail("caption", f"{flag} {path}:{n}: not a name<TAB>caption line")
-        if not caption_tokens(caption):
-            fail("caption", f"{flag} {path}:{n}: the caption has no words")
-        named, said = unicodedata.normalize("NFC", name.strip()), unicodedata.normalize("NFC", caption.strip())
-        if (named, said) in seen:  # a file joined twice: each caption counted again (CIDEr-D moved)
-            if _KEY.search(named):  # the same caption number: a copy, read once
-                repeats.append(n)
-                continue
-            alike.append(n)  # no number: two people may have written the same caption (coco-caption counts both)
-        seen.add((named, said))
-        key = Path(_KEY.sub("", named)).name
-        by_name.setdefault(key, []).append(caption.strip())
-        lines.setdefault(key, []).append(n)
+
+    def note(message: str) -> None:
+        if first_process():
+            print(f"caption: note: {flag} {message}", file=sys.stderr)
+
+    try:
+        for n, name, caption, _ in caption_rows(path, text, _RowError, note):
+            named, said = unicodedata.normalize("NFC", name), unicodedata.normalize("NFC", caption)
+            if (named, said) in seen:  # a file joined twice: each caption counted again (CIDEr-D moved)
+                if _KEY.search(named):  # the same caption number: a copy, read once
+                    repeats.append(n)
+                    continue
+                alike.append(n)  # no number: two people may have written the same caption (coco-caption counts both)
+            seen.add((named, said))
+            key = Path(_KEY.sub("", named)).name
+            by_name.setdefault(key, []).append(caption)
+            lines.setdefault(key, []).append(n)
+    except _RowError as err:
+        fail("caption", f"{flag} {err}")
     if not by_name:
         fail("caption", f"{flag} {path}: no name<TAB>caption line in it")
     for found, how in ((repeats, "read once"), (alike, "each read, as two people's (is the file joined twice?)")):
-        if found and first_process():  # "#0" and "#1" with one caption are two people's: no repeat
-            print(f"caption: note: {flag} {inert(path)}: {len(found)} line(s) repeat an earlier line, its name and "
-                  f"caption: {how} (the first: line {found[0]})", file=sys.stderr)  # fmt: skip
+        if found:  # "#0" and "#1" with one caption are two people's: no repeat
+            note(f"{inert(path)}: {len(found)} line(s) repeat an earlier line, its name and caption: {how} (the "
+                 f"first: line {found[0]})")  # fmt: skip
     return by_name, lines
+
+
+class _RowError(ValueError):
+    """A line of a --given-file / --references FILE that is not a photo and its caption (caption_rows' message)."""
 
 
 def given_notes(captioner, args: argparse.Namespace, names: set[str] | None = None) -> None:

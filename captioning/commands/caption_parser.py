@@ -115,15 +115,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--given-file",
         metavar="FILE",
-        help="as --given, each image reading its own captions: FILE holds name<TAB>caption lines (caption-train's "
-        "folder format; Flickr8k's token file too), an image's captions found by its file name; an image FILE has "
+        help="as --given, each image reading its own captions: FILE holds name<TAB>caption lines, read as "
+        "caption-train reads its folder's (a CSV, a header line, Flickr30k's numbered captions, gzipped; Flickr8k's "
+        "token file too), an image's captions found by its file name; an image FILE has "
         "none for is one error line (-: stdin, when the images are not on it)",
     )
     p.add_argument(
         "--references",
         metavar="FILE",
-        help="score the captions written against people's: FILE holds name<TAB>caption lines (as --given-file: "
-        "Flickr8k's token file too), a photo's found by its file name. At the end, on stderr: coco-caption's BLEU-1 "
+        help="score the captions written against people's: FILE holds name<TAB>caption lines (read as --given-file "
+        "reads them), a photo's found by its file name. At the end, on stderr: coco-caption's BLEU-1 "
         "to 4, METEOR, ROUGE-L and CIDEr-D of the photos FILE names (with Java: its PTB tokenizer and METEOR, as "
         "published scores are computed; -: stdin, when the images are not on it)",
     )

@@ -76,15 +76,14 @@ from typing import Any
 
 from captioning.model.reading import APOSTROPHES, caption_tokens
 from captioning.training.attention_targets import TokenBoxes
+from captioning.training.caption_rows import caption_rows
 from text_attn.core.common_words import unspaced
 from text_attn.core.ranks import say
 from text_attn.core.safe_files import (
-    SEMICOLONS,
     UTF16_BOMS,
     UTF16_SAID,
     file_identity,
     inert,
-    reads_as_csv,
     spans_note,
     table_rows,
     text_lines,
@@ -390,64 +389,12 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
         raise CaptionDataError(f"image folder {image_dir} {'is a file' if image_dir.exists() else 'does not exist'}")
     by_name: dict[str, ImageItem] = {}
     by_file: dict[tuple[int, int], str] = {}  # a file found -> the key it was first named by
-    wide: list[int] = []  # lines of more than two columns: only the photo's and the caption's read
     folder = _Folder(image_dir)
-    first = True  # the first line with content: a header ("image<TAB>caption", as pandas writes one) is skipped
-    lines = text_lines(_read_text(tsv, "captions file"))
-    # spreadsheets' and pandas' own: a caption in quotes; and a file of another name that starts with a CSV header
-    # ("image,caption": Kaggle's Flickr8k captions.txt)
-    comma = reads_as_csv(tsv.name.removesuffix(".gz"), lines) or _csv_header(lines)
     repeated: list[int] = []  # lines of a photo and caption read before (a file joined to itself): read once
-
-    def not_csv(line: int, why: str) -> CaptionDataError:
-        return CaptionDataError(f"{tsv}: line {line}: {why}")
-
-    spans: list[tuple[int, int]] = []  # CSV rows of more than one line: a cell's line breaks, or a stray quote
-    rows = list(table_rows(lines, comma, not_csv, spans))
-    if spans:
-        say(f"caption data: {inert(tsv)}: {spans_note(spans)}")
-    at = _caption_column(rows)  # 2 where the second column numbers the captions (image, comment_number, comment)
-    if at == 2:
-        say(f"caption data: {inert(tsv)}: the second column is a number on every line (a caption's number, as "
-            "Flickr30k's comment_number): the third column is read as the caption")  # fmt: skip
-    for n, cols in rows:
-        cols = [cols[0], *cols[at:]] if len(cols) > at else cols
-        line = "\t".join(cols[:2])  # the photo's column and the caption's
-        if not line.strip() or (line.startswith("#") and "\t" not in line):  # a comment; "#1 beach.jpg<TAB>": a photo
-            continue
-        name, tab, caption = line.partition("\t")
-        if first and _header(name, caption) and not (image_dir / name.strip()).exists():
-            shown = line.strip().replace("\t", ", " if comma else "\t")  # as the file has it
-            say(f"caption data: {inert(tsv)}: line {n} read as a header ({inert(repr(shown[:60]))}): skipped")
-            first = False
-            continue
-        first = False
-        if len(cols) > 2 and any(c.strip() for c in cols[2:]):
-            wide.append(n)  # a third column (a photographer, a source) was read into the caption; a CSV's cut it
-        toks = caption_tokens(caption)
-        if tab and name.strip() and not toks:  # the line's shape is right; its caption has no word
-            # an empty column and the caption in the next (two tabs, as an editor aligning columns writes them): the
-            # line said "has no words (punctuation is dropped)" of a caption that is there
-            later = next((c for c in cols[2:] if caption_tokens(c)), None) if not caption.strip() else None
-            two = "commas" if comma else "tabs"  # a CSV file's "photo.png,,a cup"
-            why = (f"is empty, and the next column holds words (two {two} between them?)" if later is not None
-                   else "has no words (punctuation is dropped)")  # fmt: skip
-            raise CaptionDataError(f"{tsv}: line {n}: the caption of {name.strip()!r} {why}")
-        if not tab or not name.strip():
-            hint = " (commas between them? a .csv file is read as CSV)" if not comma and "," in line else ""
-            hint = SEMICOLONS if comma and ";" in line and not tab else hint
-            if "|" in line and not tab:  # Flickr30k's results.csv: "image_name| comment_number| comment"
-                hint = " (| between them? save it with tabs, or as a CSV with commas)"
-            if line.lstrip()[:1] in ("{", "["):
-                hint = (
-                    " (JSON is not read here: a TSV or CSV of file names and captions is; a Karpathy JSON is "
-                    "data.source karpathy)"
-                )
-            want = "filename,caption" if comma else "filename<TAB>caption"
-            raise CaptionDataError(f"{tsv}: line {n}: expected '{want}', got {line[:60]!r}{hint}")
-        name = name.strip()
-        if len(name) > 1 and name[0] == name[-1] == '"' and not comma:  # a TSV written with quoted fields
-            name = name[1:-1].replace('""', '"')
+    rows = caption_rows(tsv, _read_text(tsv, "captions file"), CaptionDataError,
+                        lambda message: say(f"caption data: {message}"),
+                        lambda name: (image_dir / name).exists())  # fmt: skip
+    for n, name, caption, toks in rows:
         name = _photo_key(_FLICKR_NUMBER.sub("", name))  # Flickr8k's token file writes "photo.jpg#0"
         if name not in by_name:
             try:
@@ -462,11 +409,11 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
                 if same is not None:
                     by_file[same] = name
                 by_name[name] = ImageItem(path, [], raw=[], key=name)
-        if caption.strip() in by_name[name].raw:  # its weight doubled, its words counted twice (min_freq)
+        if caption in by_name[name].raw:  # its weight doubled, its words counted twice (min_freq)
             repeated.append(n)
             continue
         by_name[name].captions.append(toks)
-        by_name[name].raw.append(caption.strip())
+        by_name[name].raw.append(caption)
     if not by_name:
         raise CaptionDataError(f"{tsv}: no captions")
     if repeated:
@@ -474,10 +421,6 @@ def read_folder(image_dir: str | Path, captions_tsv: str | Path, strict: bool = 
             f"line {repeated[0]}): each read once")  # fmt: skip
     _unspaced_note(tsv, [raw for item in by_name.values() for raw in item.raw])
     _uncaptioned_note(image_dir, tsv, set(by_file))  # the files the lines name, found as they were read
-    if wide:
-        split = "a comma outside quotes splits it" if comma else "a tab typed inside a caption splits it"
-        say(f"caption data: {inert(tsv)}: {len(wide)} line(s) have more than two columns (first: line {wide[0]}): the "
-            f"first is the photo, the second its caption, the rest not read ({split})")  # fmt: skip
     return _check_files(_copies_as_one(list(by_name.values()), tsv), tsv, strict)
 
 
@@ -543,15 +486,6 @@ def _uncaptioned_note(image_dir: Path, tsv: Path, named: set[tuple[int, int]]) -
             f"{inert(left[0])}): not trained on")  # fmt: skip
 
 
-def _caption_column(rows: list[tuple[int, list[str]]]) -> int:
-    """Which column of a captions file holds the caption: 1, or 2 where every line (a header first aside) has three
-    columns or more and a whole number in the second (``image<TAB>comment_number<TAB>comment``, as Flickr30k's
-    results file numbers each photo's captions: the numbers 0-4 were trained as its captions)."""
-    body = [cols for _, cols in rows if any(c.strip() for c in cols)][1:]  # the first may be a header
-    numbered = body and all(len(cols) > 2 and cols[1].strip().isdigit() and cols[2].strip() for cols in body)
-    return 2 if numbered else 1
-
-
 def _unspaced_note(tsv: Path, captions: list[str]) -> None:
     """One note where the captions are one or two words each though long: a language written without spaces
     (Chinese, Japanese, Thai), each caption read as one word, every unseen one <unk>."""
@@ -561,27 +495,6 @@ def _unspaced_note(tsv: Path, captions: list[str]) -> None:
             "characters): a language written without spaces (Chinese, Japanese, Thai)? Captions are read as words "
             "between spaces, so each is one word; write them with a space between words (a word segmenter: jieba, "
             "MeCab)")  # fmt: skip
-
-
-# a captions file's header line, as a spreadsheet or pandas writes one: its two columns' names
-_HEADER_NAMES = frozenset("image images image_name image_id img file filename file_name photo path name id".split())
-_CAPTION_NAMES = frozenset("caption captions text description comment sentence label".split())
-
-
-def _csv_header(lines: list[str]) -> bool:
-    """Whether a captions file's first line with content is a CSV header (``image,caption``) with no tab: its lines
-    are CSV, whatever its name (Kaggle's Flickr8k ``captions.txt``)."""
-    head = next((line for line in lines if line.strip()), "")
-    if "\t" in head or "," not in head:
-        return False
-    name, _, caption = head.partition(",")
-    return _header(name.strip().strip('"'), caption.split(",")[0].strip().strip('"'))
-
-
-def _header(name: str, caption: str) -> bool:
-    """Whether a captions file's first line is a header (``image<TAB>caption``): two column names, not a photo and
-    its caption (the caller also checks no file is named so)."""
-    return name.strip().lower() in _HEADER_NAMES and caption.strip().lower() in _CAPTION_NAMES
 
 
 # --- Flickr8k ---------------------------------------------------------------------------------------------------------

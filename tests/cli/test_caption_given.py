@@ -168,8 +168,8 @@ def test_a_given_file_reads_each_images_own_captions(capsys, tmp_path, scene):
 
 @pytest.mark.parametrize(
     ("content", "args", "why"),
-    [("x.png a circle\n", [], "captions.tsv:1: not a name<TAB>caption line"),
-     ("x.png\t...\n", [], "captions.tsv:1: the caption has no words"),
+    [("x.png a circle\n", [], "captions.tsv: line 1: expected 'filename<TAB>caption', got 'x.png a circle'"),
+     ("x.png\t...\n", [], "captions.tsv: line 1: the caption of 'x.png' has no words"),
      ("# nothing\n", [], "no name<TAB>caption line in it"),
      ("x.png\ta circle\n", ["--given", "a circle"], "not both"),
      ("x.png\ta circle\n", ["--beam-size", "2"], "--given-file reads the captions given; --beam-size")],

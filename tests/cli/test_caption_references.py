@@ -169,7 +169,7 @@ def test_with_java_the_ptb_tokenizer_and_meteor_score_as_the_benchmark(capsys, s
     ("args", "why"),
     [(["--scores", "s.json"], "--scores writes each photo's scores against --references FILE: add it"),
      (["--references", "nope.tsv"], "--references nope.tsv: file not found"),
-     (["--references", "bad.tsv"], "--references bad.tsv:1: not a name<TAB>caption line"),
+     (["--references", "bad.tsv"], "bad.tsv: line 1: expected 'filename<TAB>caption', got"),
      (["--references", "refs.tsv", "--given", "a circle"], "scores the captions the model writes; --given reads"),
      (["--references", "refs.tsv", "--scores", "no/s.json"], "cannot write --scores no/s.json: the folder no does not"),
      (["--references", "refs.tsv", "--scores", "s0.png"], "--scores s0.png is also an input"),
@@ -310,6 +310,38 @@ def test_repeated_lines_decomposed_names_shared_names_and_failed_photos(capsys, 
     assert code == 1 and not (tmp_path / "s.json").exists()
     assert err.splitlines()[-1] == f"caption: note: no photo was captioned: nothing scored; --scores " \
                                    f"{tmp_path / 's.json'} is not written"  # fmt: skip
+
+
+def test_references_in_caption_trains_forms_score_as_the_plain_file(capsys, tmp_path, scenes, no_java):
+    """--references had a reader of its own, which knew fewer of the forms caption-train reads: Flickr30k's numbered
+    file scored "0 a red circle" (METEOR 32.4 -> 28.4, CIDEr-D 158.9 -> 150.3), a third column was glued into the
+    caption, a photo named "#1 beach.png" was a comment, a CSV and a gzipped file were refused. One reader now."""
+    import gzip
+    import shutil
+
+    folder, refs = scenes
+    _, _, err = _run(capsys, str(folder), "--references", str(refs))
+    plain = _scores_line(err)
+    rows = [line.split("\t") for line in refs.read_text().splitlines()[1:]]  # [name#k, caption]
+    numbered = tmp_path / "flickr30k.tsv"
+    numbered.write_text("".join(f"{n.split('#')[0]}\t{n.split('#')[1]}\t{c}\n" for n, c in rows))
+    csv = tmp_path / "captions.csv"
+    csv.write_text("image,caption\n" + "".join(f'{n.split("#")[0]},"{c}"\n' for n, c in rows))
+    wide = tmp_path / "wide.tsv"
+    wide.write_text("".join(f"{n}\t{c}\tby someone\n" for n, c in rows))
+    packed = tmp_path / "refs.tsv.gz"
+    packed.write_bytes(gzip.compress(refs.read_bytes()))
+    for given, said in ((numbered, "the second column is a number on every line"), (csv, "read as a header"),
+                        (wide, "8 line(s) have more than two columns"), (packed, None)):  # fmt: skip
+        code, _, err = _run(capsys, str(folder), "--references", str(given))
+        assert code == 0 and _scores_line(err) == plain, err
+        assert said is None or f"caption: note: --references {given}: " in err and said in err, err
+    hashed = tmp_path / "hashed"
+    hashed.mkdir()
+    shutil.copy(folder / "s0.png", hashed / "#1 beach.png")
+    (tmp_path / "hashed.tsv").write_text("# a comment\n#1 beach.png\ta red circle\n")
+    code, out, err = _run(capsys, str(hashed), "--references", str(tmp_path / "hashed.tsv"), "--json")
+    assert code == 0 and json.loads(out)[0]["references"] == ["a red circle"], err
 
 
 def test_a_resume_with_other_references_says_so(capsys, tmp_path, scenes, no_java):
