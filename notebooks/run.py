@@ -78,6 +78,15 @@ def readme_picture(nb, path: Path) -> Path | None:
     return None
 
 
+def _notebook(name: str) -> Path:
+    """A notebook as named: ``01_attention_by_hand.ipynb`` or without ``.ipynb`` (in notebooks/), or a path to one
+    (``notebooks/01_attention_by_hand.ipynb``, tab-completed from the repository root: it was "no such notebook")."""
+    given = Path(name)
+    if given.suffix != ".ipynb":
+        given = given.with_name(given.name + ".ipynb")
+    return given.resolve() if given.is_file() else HERE / given.name
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("names", nargs="*", help="notebooks to run (default: all)")
@@ -85,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="full run without writing the outputs")
     p.add_argument("--pictures", action="store_true", help="only write the README pictures from the stored outputs")
     args = p.parse_args(argv)
-    chosen = [HERE / n for n in args.names] if args.names else notebooks()
+    chosen = [_notebook(n) for n in args.names] if args.names else notebooks()
     missing = [str(c) for c in chosen if not c.is_file()]
     if missing:
         print(f"run notebooks: error: no such notebook: {', '.join(missing)}", file=sys.stderr)

@@ -33,7 +33,6 @@ from dataclasses import asdict
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.utilities import rank_zero_warn
 
 from captioning.model.captioner import Captioner, StartWeights
 from captioning.model.decoder import DecoderConfig
@@ -54,6 +53,7 @@ from text_attn.core.lr_budget import LR_SCHEDULES, BudgetProgress, budget_schedu
 from text_attn.core.metrics import coco_metrics, reads_as_english, reported
 from text_attn.core.modelfile import file_name
 from text_attn.core.precision import parameter_dtype
+from text_attn.core.ranks import say
 from text_attn.core.safe_files import inert
 from text_attn.core.self_critical import check_scst_start
 from text_attn.core.start_scores import StartScores
@@ -462,8 +462,8 @@ class CaptionModule(RunState, pl.LightningModule):
         progress = {"train_loss", "train_reward"} if self.objective.cfg.scst else {"train_loss"}
         for name, value in logs.items():
             self.log(name, value, prog_bar=name in progress, batch_size=features.size(0))
-        if warning:
-            rank_zero_warn(warning)
+        if warning:  # a caption-train line (a Python warning named this file and its line)
+            say(f"caption-train: warning: {warning}")
         return loss
 
     def _no_step(self) -> torch.Tensor | None:

@@ -50,6 +50,35 @@ def test_stored_outputs_are_a_clean_full_run(path):
     assert (DOCS / f"notebook_{path.stem}.png").read_bytes() == base64.b64decode(png), path.name
 
 
+def test_no_cell_ends_on_a_value_a_fresh_run_would_show_and_the_stored_one_does_not():
+    """03's scratch-folder cell ended on ``atexit.register(...)``, whose value (the function) a fresh run shows as
+    Out[2]: the stored notebook, run before that line moved last, was not what a run writes."""
+    import ast
+
+    for path in NOTEBOOKS:
+        for cell in (c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"):
+            body = ast.parse(cell.source.replace("%matplotlib inline", "None")).body  # a magic: its own line
+            last = body[-1] if body else None
+            shown = any(o.output_type == "execute_result" for o in cell.outputs)
+            if (
+                isinstance(last, ast.Expr)
+                and isinstance(last.value, ast.Call)
+                and not cell.source.rstrip().endswith(";")
+            ):
+                name = ast.unparse(last.value.func)
+                assert name != "atexit.register" or shown, f"{path.name}: a cell ends on {name}(...), shown as Out[]"
+
+
+def test_the_runner_takes_a_notebook_by_name_or_by_path(monkeypatch):
+    """``python notebooks/run.py notebooks/01_attention_by_hand.ipynb`` (tab-completed from the repository root) was
+    "no such notebook: .../notebooks/notebooks/01_...": a name, a name without .ipynb and a path are one notebook."""
+    first = NOTEBOOKS[0]
+    monkeypatch.chdir(RUNNER.parents[1])
+    for given in (first.name, first.stem, f"notebooks/{first.name}", str(first)):
+        assert runner._notebook(given) == first, given
+    assert not runner._notebook("no_such_notebook").is_file()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_runs_top_to_bottom_in_quick_mode(path, tmp_path, monkeypatch):
