@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
 
         from text_attn.core.modelfile import ModelFileError
         from text_attn.core.word_kinds import piece_kinds
-        from text_attn.translation.explain import sentence_probes
+        from text_attn.translation.explain import require_attention, sentence_probes
         from text_attn.translation.translator import Translator
 
         sentences = read_pair(args.multi30k_root, "test_2016_flickr", "de", "en", args.sentences)[0]
@@ -371,8 +371,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.text_models:
             try:
                 translator = Translator.load(name)
-            except ModelFileError as err:
-                p.error(f"--text-models: {err}")
+                require_attention(translator.net)  # before any table (a traceback at its own, the tables before lost)
+            except (ModelFileError, ValueError) as err:
+                p.error(f"--text-models {name}: {err}" if isinstance(err, ValueError) else f"--text-models: {err}")
             label = labels.get(name, name)
 
             def text_rows(tr=translator) -> list[WordResult]:

@@ -119,6 +119,27 @@ def test_a_missing_text_model_is_one_line(tmp_path, capsys, monkeypatch):
     assert "Traceback" not in err
 
 
+def test_a_text_model_without_attention_is_refused_before_any_table(tmp_path, capsys, monkeypatch):
+    """A model of attention 'none' beside a bundled one: the bundled one's table was measured, then a traceback at
+    the second's, no table printed and no --json written. Refused in one line before any measuring."""
+    from text_attn.core.vocab import Vocabulary
+    from text_attn.translation.seq2seq import Seq2Seq, Seq2SeqConfig
+    from text_attn.translation.translator import Translator
+
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    (tmp_path / "test_2016_flickr.de").write_text("Ein Mann fährt Fahrrad.\n")
+    (tmp_path / "test_2016_flickr.en").write_text("A man rides a bike.\n")
+    vocab = Vocabulary.build([["ein", "mann", "a", "man"]])
+    cfg = Seq2SeqConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), embed_dim=8, enc_hidden=8,
+                        dec_hidden=8, attn_dim=8, attention="none")  # fmt: skip
+    plain = Translator(Seq2Seq(cfg), vocab, vocab, "word", True).save(tmp_path / "plain.pt")
+    args = ["--families", "text", "--multi30k-root", tmp_path, "--text-models", "bahdanau", plain,
+            "--json", tmp_path / "f.json"]  # fmt: skip
+    code, _, err = run_main(SCRIPT, capsys, *args)
+    assert code == 2 and f"--text-models {plain}: this model has no attention to explain" in err, err[-2000:]
+    assert "Traceback" not in err and "words," not in err and not (tmp_path / "f.json").exists()
+
+
 @pytest.mark.long
 def test_caption_model_measures_the_file_given_and_each_decoder_of_an_ensemble(tmp_path, capsys, monkeypatch):
     """--caption-model: a one-decoder file is one table; an ensemble of it and another is three, and its decoder 1
