@@ -187,6 +187,31 @@ def test_a_streaming_fit_resumed_mid_epoch_ends_with_the_uninterrupted_weights(f
     assert any(not torch.allclose(b["state_dict"][k], v) for k, v in a["state_dict"].items())  # it has teeth
 
 
+def test_a_resume_mid_epoch_from_chunks_written_again_in_other_chunks_is_refused(tmp_path, capsys):
+    """The same samples written again in other chunks (optimize --num_workers 2, another --chunk_bytes) are shuffled
+    otherwise: a resume mid-epoch trained 45-62 of 320 samples twice and as many never, exit 0. Refused in one line;
+    the same folder resumes as before."""
+    import shutil
+
+    cfg, cut, steps = resume_case("text", tmp_path)
+    common = ["fit", "--config", cfg, "--data.root", "chunks", "--trainer.default_root_dir", "b"]
+    text_train_cli([*common, "--trainer.max_steps", str(cut)])
+    text_main(["optimize", "--config", cfg, "--out", "small", "--chunk_bytes", "2KB"])
+    shutil.move("chunks", "before")
+    shutil.move("small", "chunks")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli([*common, "--trainer.max_steps", str(steps), "--ckpt_path", "last"])
+    (err,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # one, after "last: ..."
+    assert exc.value.code == 2 and "Traceback" not in err, err
+    assert "error: data.root chunks: its train chunks were written again since the checkpoint" in err, err
+    assert f"it stopped {cut % 7} batches into epoch {cut // 7}" in err and "--model.init_from" in err, err
+    shutil.rmtree("chunks")
+    shutil.move("before", "chunks")
+    resumed = text_train_cli([*common, "--trainer.max_steps", str(steps), "--ckpt_path", "last"])
+    assert resumed.trainer.global_step == steps
+
+
 def test_a_streaming_fit_with_overfit_batches_trains_the_same_batches_every_epoch(tmp_path):
     # LitData shuffled the stream by itself: Lightning's "turning off the train dataloader shuffling" did not reach it
     cfg = str(FIX / "text/tiny_reorder.yaml")

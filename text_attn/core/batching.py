@@ -157,6 +157,17 @@ class ResumableBatches:
         training items; False for a corpus's own split files."""
         return False
 
+    def train_order(self) -> str | None:
+        """What fixes the order of an epoch's train samples besides the data settings: a chunk folder's train layout
+        (its chunks' names and sizes, :func:`text_attn.core.streaming.train_layout`), None for other data. A folder
+        written again with the same samples in other chunks (``optimize --num_workers 2``, another ``--chunk_bytes``)
+        shuffles them otherwise: a resume mid-epoch trained 45-62 of 320 samples twice and as many never, unsaid."""
+        if not getattr(self, "streams", False):
+            return None
+        from text_attn.core.streaming import train_layout
+
+        return train_layout(self.hparams.root)
+
     def _held_out_digest(self) -> str | None:
         names = self.held_out() if getattr(self, "splits", None) else None
         return None if names is None else hashlib.sha256("\n".join(names).encode("utf-8", "replace")).hexdigest()[:16]
@@ -182,6 +193,8 @@ class ResumableBatches:
             state["epoch_batches"] = int(total)
         if (held := self._held_out_digest()) is not None:
             state["held_out"] = held
+        if (order := self.train_order()) is not None:
+            state["train_order"] = order
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -238,6 +251,13 @@ class ResumableBatches:
             # of before has to be, the end of an epoch limit_train_batches or overfit_batches cut short read as
             # mid-epoch: the resumed run trained the rest of that epoch's batches, not the next epoch's.)
             epoch, done = epoch + 1, 0
+        order, was = (self.train_order(), state.get("train_order")) if done and fitting else (None, None)
+        if order is not None and was is not None and order != was:  # an epoch begun afresh is shuffled afresh: fine
+            raise ValueError(f"data.root {self.hparams.root}: its train chunks were written again since the "
+                             f"checkpoint (other chunks: the same samples fall in another order), and it stopped "
+                             f"{done} batches into epoch {epoch}: resuming there would train some samples twice and "
+                             "others never. Resume from the chunks as they were, or start a new fit from its weights "
+                             f"with --model.init_from {ckpt} (its steps and optimiser afresh)")  # fmt: skip
         self._resume_skip = (epoch, done)
 
     def take_resume_skip(self) -> tuple[int, int] | None:

@@ -59,6 +59,20 @@ def is_chunk_folder(root: str | Path | None) -> bool:
     return root is not None and (Path(root) / MANIFEST).is_file()
 
 
+def train_layout(root: str | Path) -> str | None:
+    """A digest of how a chunk folder's train split lies in its chunks (each chunk's file name, samples and bytes, in
+    LitData's index): LitData shuffles chunk by chunk, so the same samples in other chunks come in another order.
+    None where the index cannot be read (the loader says why)."""
+    import hashlib
+
+    try:
+        chunks = json.loads((Path(root) / "train" / "index.json").read_text(encoding="utf-8"))["chunks"]
+        layout = [(c["filename"], c.get("chunk_size"), c.get("chunk_bytes")) for c in chunks]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:16]
+
+
 def read_manifest(root: str | Path, family: str) -> dict[str, Any]:
     """``DIR/streaming.json``, checked: this family's, this format, every split written and its index present."""
     root = Path(root)
