@@ -130,12 +130,17 @@ def optimize_captions(
     cfg = settled_encoder(config, found)
     fingerprint, feats = None, {}
     if features:
-        from captioning.training.feature_cache import fill_features
+        from captioning.training.feature_cache import fill_features, unreadable_rows
 
         encoder, fingerprint = frozen_encoder(cfg)
         with torch.no_grad():
             images = {s: sp.images for s, sp in dm.splits.items()}
             fill_features(feats, images, encoder, encoder.preprocess, 16, hp.num_workers, True)
+        for split in list(feats):  # photos that could not be read (NaN rows, said "skipped"): left out, as fit does
+            if rows := unreadable_rows(feats[split]):  # they were written with their NaN features, and trained on
+                dm.features[split] = feats[split]
+                dm._leave_out(split, rows)  # the split, its captions and the train pairs renumbered without them
+                feats[split] = dm.features.pop(split)
     boxes = partial(token_boxes, boxed=hp.attention_targets)
     inputs: dict[str, list] = {}
     train = dm.splits["train"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -443,6 +444,25 @@ def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
                            "--trainer.max_steps", "1"])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and "model.encoder.fine_tune is 'all', but chunks holds a frozen encoder's" in err[-1]
+
+
+def test_feature_chunks_leave_out_photos_that_cannot_be_read(tmp_path, capsys):
+    """optimize --features true said "skipped 2 of 64 train photos that cannot be read" and wrote them with their
+    NaN rows all the same (128 samples of 64 photos), which fit then trained on. Left out, as fit leaves them out."""
+    data = {**caption_layout("folder", tmp_path), "batch_size": 8, "cache_features": True}
+    lite = {"backbone": "efficientnet_lite0", "weights": "imagenet", "image_size": 96, "grid": 3, "crop": False}
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data, lite)
+    folder = CaptionDataModule(**data)
+    folder.setup()
+    train = folder.splits["train"]
+    Path(train.images[1]).write_bytes(b"")  # an empty file among the train photos
+    caption_main(["optimize", "--config", cfg, "--out", "chunks", "--features", "true"])
+    assert "skipped 1 of" in capsys.readouterr().err
+    items = read_all("chunks", "train")
+    kept = sum(len(refs) for k, refs in enumerate(train.references) if k != 1)
+    assert len(items) == len(folder._train_pairs) - len(train.references[1]) == kept
+    assert not any(np.isnan(np.asarray(it["features"], dtype=np.float32)).any() for it in items)
+    assert json.loads(Path("chunks/streaming.json").read_text())["splits"]["train"] == {"items": kept}
 
 
 def test_img2dataset_shards_become_chunks_and_a_damaged_sample_is_one_line(tmp_path, capsys):
