@@ -189,6 +189,12 @@ TRANSLATE_ANSWER = {
                         "items": {"type": "string"},
                         "description": "source tokens the vocabulary does not know",
                     },
+                    "unknown_words": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "the words of the sentence, as typed, that hold a token the vocabulary does "
+                        "not know (read as <unk>: an emoji's byte pieces, a character never learned)",
+                    },
                     "evidence": {
                         "type": "array",
                         "description": "with evidence=1: per output token, how much "

@@ -372,6 +372,10 @@ const Live = {
       sec.appendChild(Live.el("p", "note", "missing from the translation (the model does not copy addresses), " +
                               "put back by hand: " + tr.lost_addresses.join(" ")));
     }
+    if (tr.unknown_words && tr.unknown_words.length) {  // as translate notes them: the model reads them as <unk>
+      sec.appendChild(Live.el("p", "note", "the model does not know " + tr.unknown_words.join(", ") +
+                              ": read as <unk>"));
+    }
     if (!tr.note && tr.unseen_words && tr.unseen_words.length) {  // an input unlike the training text: said above
       const its = tr.unseen_words.length === 1 ? "its" : "their";
       sec.appendChild(Live.el("p", "note", "not in the text the model learned from, translated from " + its +

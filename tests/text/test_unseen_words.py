@@ -106,6 +106,19 @@ def test_attention_serve_answers_the_unseen_words(model_file):
     assert records[0]["translation"] == "* * *" and records[0]["tokens"] == [] and records[1]["tokens"]
     answer = TRANSLATE_ANSWER["properties"]["translations"]["items"]["properties"]
     assert answer["unseen_words"]["items"] == {"type": "string"}
+    assert answer["unknown_words"]["items"] == {"type": "string"} and empty_record("...")["unknown_words"] == []
+
+
+def test_attention_serve_names_the_words_holding_unknown_tokens_as_translate_does():
+    """An emoji in a German sentence: the API answered its byte pieces ('<0xF0>', ...) in ``unknown``, no note, and
+    the page said nothing, where ``translate`` noted "unknown word(s) 🐶 read as <unk>"."""
+    from text_attn.translation.bundled import BUNDLED_MODEL
+
+    api = TranslateAPI(str(BUNDLED_MODEL), "translate", 1, 4, 0.01, idle_wait=False)
+    api.load("cpu")
+    (record,) = api._translate(["Ein Hund 🐶 rennt."], {"beam_size": 1, "length_penalty": 0.0, "max_len": 12})
+    assert record["unknown"] and all(t.startswith("<0x") for t in record["unknown"])
+    assert record["unknown_words"] == ["🐶"]
 
 
 def test_the_bundled_transformer_notes_a_word_its_pictures_never_named(capsys):

@@ -54,6 +54,7 @@ def translation_record(translator: Any, source: str, t: Any, keep_case: bool = F
         "truncated": bool(t.truncated),
         "sentence_count": len(t.pieces) if getattr(t, "pieces", None) else 1,  # each translated on its own
         "unknown": t.unknown,
+        "unknown_words": unknown_words(translator, t),  # the words holding them, as typed (an emoji's byte pieces)
         "unlike_source": unlike,
         "read_as": changed_reading(source, read),
         "lost_addresses": lost_addresses(source, t.text),  # typed in the sentence, missing from its translation
@@ -62,10 +63,24 @@ def translation_record(translator: Any, source: str, t: Any, keep_case: bool = F
     }
 
 
+def unknown_words(translator: Any, t: Any) -> list[str]:
+    """The source words of Translation ``t`` that hold a token the model does not know (read as <unk>), as the user
+    wrote them (a subword model's pieces, e.g. "<0xF0>" of an emoji or "▁riding", joined back into their words), each
+    once, in order: ``translate``'s note names them, the server's records and its page too."""
+    if not t.unknown:
+        return []
+    from text_attn.translation.alignments import words_of
+
+    words, word_of = words_of(translator, t.source)
+    unknown = set(t.unknown)
+    return list(dict.fromkeys(words[word_of[i]] for i, tok in enumerate(t.source) if tok in unknown))
+
+
 def empty_record(source: str) -> dict[str, Any]:
     """The record of a sentence with nothing to translate (no token the model reads)."""
     return {"source": source, "translation": "", "laid_out": "", "source_tokens": ["<eos>"], "tokens": [],
             "attention": None, "heads": None, "score": 0.0, "truncated": False, "sentence_count": 0, "unknown": [],
+            "unknown_words": [],
             "unlike_source": None, "read_as": None, "lost_addresses": [], "unseen_words": [],
             "note": "nothing to translate: the sentence has no tokens this model reads"}  # fmt: skip
 

@@ -71,6 +71,7 @@ from text_attn.translation.reading_cli import (
     line_error,
     read_given,
 )
+from text_attn.translation.records import unknown_words
 from text_attn.translation.references_cli import check_references, keep, score_run
 from text_attn.translation.sentences import item_marks, laid_out, line_breaks, marks_alone, put_marks
 from text_attn.translation.source_check import LANGUAGES
@@ -243,7 +244,7 @@ def _translate_stream(
             if n in typed and lost_addresses(typed.pop(n), tr.text):  # a model that learned none garbles them
                 address.append(n)
             if tr.unknown:  # one note at the end names the first ten (a line each flooded an out-of-domain corpus)
-                _count_named(progress, "unknown", (n, _unknown_words(translator, tr)))
+                _count_named(progress, "unknown", (n, unknown_words(translator, tr)))
             if unsure is not None:
                 count_unsure(progress, f"input {n}", unsure)
             if words := unseen.get(n):  # as the unknown words: one note at the end names the first ten
@@ -531,17 +532,6 @@ def word_alignment(translator, tr) -> list[str]:
         i = max(linked[j], key=lambda k: float(weights[j, k]))
         lines.append(f"{word} <- {src_words[i]} ({float(weights[j, i]):.0%})")
     return lines
-
-
-def _unknown_words(translator, tr) -> list[str]:
-    """The source words that hold a token the model does not know, as the user wrote them (a subword model's
-    pieces, e.g. "<0xC5>" or "▁riding", joined back into their words), each once, in order."""
-    from text_attn.translation.alignments import words_of
-
-    words, word_of = words_of(translator, tr.source)
-    unknown = set(tr.unknown)
-    hit = dict.fromkeys(words[word_of[i]] for i, t in enumerate(tr.source) if t in unknown)
-    return list(hit)
 
 
 def _print_notes(translator, args: argparse.Namespace, progress: dict[str, Any]) -> None:
