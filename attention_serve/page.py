@@ -423,12 +423,23 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   });
   const drop = document.getElementById("drop"), pick = document.getElementById("pick");
-  drop.addEventListener("click", () => pick.click());
+  // the hidden input's own click bubbles up to the zone: without the check each click opened the chooser twice
+  drop.addEventListener("click", (e) => { if (e.target !== pick) pick.click(); });
   drop.addEventListener("keydown", (e) => {  // as a button's: Space does not scroll the page too
     if (e.key === "Enter" || e.key === " ") { e.preventDefault(); pick.click(); }
   });
   // emptied once read: the same photo picked again (with a caption typed, or other options) is sent again
   pick.addEventListener("change", () => { const f = pick.files[0]; pick.value = ""; Live.caption(f); });
+  // a caption typed (Enter), or another option, applies to the photo shown: it did nothing until one was picked again
+  document.getElementById("cap-given").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && Live.photo) { e.preventDefault(); Live.caption(Live.photo); }
+  });
+  document.getElementById("tr-given").addEventListener("keydown", (e) => {
+    if (e.key === "Enter") { e.preventDefault(); Live.translate(); }
+  });
+  for (const id of ["beam", "cap-evidence", "cap-unsure"]) {
+    document.getElementById(id).addEventListener("change", () => { if (Live.photo) Live.caption(Live.photo); });
+  }
   drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", () => drop.classList.remove("over"));
   drop.addEventListener("drop", (e) => {
@@ -487,8 +498,8 @@ def _given_box(element_id: str, label: str, placeholder: str) -> str:
     went as the user typed)."""
     return (
         '<label class="given" title="the model reads this text instead of writing its own: each word\'s probability '
-        f'on hover, and where it looked for it (the beam size is then not used)">{label} <input id="{element_id}" '
-        f'size="34" placeholder="{placeholder}"></label>'
+        'on hover, and where it looked for it (the beam size is then not used); Enter reads it">'
+        f'{label} <input id="{element_id}" size="34" placeholder="{placeholder}"></label>'
     )
 
 

@@ -282,6 +282,43 @@ def test_words_the_model_never_saw_are_named_under_the_translation_unless_the_se
     ]  # fmt: skip
 
 
+@pytest.mark.long
+def test_words_holding_tokens_the_model_does_not_know_are_named_under_the_translation(chromium):
+    """An emoji's byte pieces read as <unk>: the API listed '<0xF0>', ... and the page said nothing, where translate
+    notes "unknown word(s) 🐶 read as <unk>". The answer's unknown_words in a note under the translation."""
+    first = TRANSLATED["translations"][0]
+    dog = {**first, "unknown": ["<0xF0>", "<0x9F>"], "unknown_words": ["🐶"]}
+    assert _notes_under(chromium, [dog, first]) == [["the model does not know 🐶: read as <unk>"], []]
+
+
+@pytest.mark.long
+def test_a_caption_typed_or_another_option_applies_to_the_photo_shown(chromium, tmp_path):
+    """A caption typed after a photo was captioned (Enter), or a box ticked, did nothing until the photo was picked
+    again; and a click on the drop zone asked the hidden input for its chooser twice (its own click bubbled up)."""
+    photo = tmp_path / "p.png"
+    from PIL import Image
+
+    Image.new("RGB", (32, 24), (200, 30, 30)).save(photo)
+    with _offline(chromium, TRANSLATED) as page:
+        sent = _sent(page, "/caption")
+        page.goto(ORIGIN + "/")
+        page.set_input_files("#pick", str(photo))
+        page.wait_for_selector("#cap-out .words .w")
+        page.fill("#cap-given", "a cat sleeps")
+        page.press("#cap-given", "Enter")
+        page.check("#cap-evidence")
+        for _ in range(200):  # polled: the CSP allows no evaluated string
+            if len(sent) == 3:
+                break
+            page.wait_for_timeout(25)
+        assert len(sent) == 3 and b'name="given"' in sent[1] and b"a cat sleeps" in sent[1], sent
+        assert b'name="evidence"' in sent[2]
+        picks = page.evaluate("""() => { let n = 0; const pick = document.getElementById('pick');
+            pick.addEventListener('click', (e) => { n += 1; e.preventDefault(); });
+            document.getElementById('drop').click(); return n; }""")
+        assert picks == 1 and page.errors == []
+
+
 def _sent(page, path: str) -> list:
     """The bodies the page sends to ``path``, as it sends them (filled in as requests go)."""
     bodies: list = []
