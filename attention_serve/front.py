@@ -179,10 +179,12 @@ def _prepared(data: bytes, served: Served, limits: Limits, preprocess: Any) -> d
                 why = f"{'an' if named[0] in 'AEIOU' else 'a'} {named} photo that cannot be read (cut off?)"
                 raise ClientError(422, f"the image is damaged: {why}") from None
             raise ClientError(415, "the upload is not an image in a photo format (JPEG, PNG, WebP, ...)") from None
-        except Image.DecompressionBombError:
-            most = limits.max_pixels / 1e6
-            raise ClientError(413, f"the image has more than {2 * most:.1f} megapixels; at most {most:.1f} (a guard "
-                              "against decompression bombs)") from None  # fmt: skip
+        except Image.DecompressionBombError:  # its sides are in its header: said, as below the bomb's bound
+            most, sides = limits.max_pixels / 1e6, _header_size(data)
+            has = (f"{sides[0]} x {sides[1]} pixels, {sides[0] * sides[1] / 1e6:.3g} megapixels" if sides else
+                   f"more than {2 * most:.1f} megapixels")  # fmt: skip
+            raise ClientError(413, f"the image has {has}; at most {most:g} (a guard against decompression "
+                              "bombs)") from None  # fmt: skip
         except Exception as err:  # noqa: BLE001 - a header Pillow cannot parse
             raise ClientError(422, f"the image is damaged ({type(err).__name__})") from None
         if width * height > limits.max_pixels:
@@ -487,9 +489,10 @@ SPACE, ASCII_SPACE = re.compile(r"\s+"), b" \t\n\r\v\f\x1c\x1d\x1e\x1f"
 
 
 def _base64_image(text: str) -> bytes:
-    """A JSON upload's "image": base64 as tools write it, also wrapped in lines (Python's ``base64.encodebytes``, the
-    ``base64`` command: newlines inside the string) or as a ``data:image/...;base64,`` URL (a browser's
-    FileReader); whitespace is dropped and the URL's head with it. ClientError(422) for anything else."""
+    """A JSON upload's "image": base64 as tools write it (base64url's letters and a missing padding too), also
+    wrapped in lines (Python's ``base64.encodebytes``, the ``base64`` command: newlines inside the string) or as a
+    ``data:image/...;base64,`` URL (a browser's FileReader); whitespace is dropped and the URL's head with it.
+    ClientError(422) for anything else."""
     if text[:5].lower() == "data:":
         head, comma, text = text.partition(",")
         if not comma or not DATA_URL.fullmatch(head.strip()):
@@ -498,9 +501,33 @@ def _base64_image(text: str) -> bytes:
     try:
         # the whitespace str.split() drops, without its list of pieces (millions for "A A A ...": hundreds of MB)
         bare = text.encode("ascii").translate(None, ASCII_SPACE) if text.isascii() else SPACE.sub("", text)
+        if isinstance(bare, bytes):  # base64url's letters (-_) and base64 sent without its "=" padding: read too
+            bare = bare.translate(URL_SAFE)
+            bare += b"" if b"=" in bare else b"=" * (-len(bare) % 4)
         return base64.b64decode(bare, validate=True)
     except (binascii.Error, ValueError):
         raise ClientError(422, '"image" is not valid base64') from None
+
+
+def _header_size(data: bytes) -> tuple[int, int] | None:
+    """A photo's sides as its header says them, for one Pillow refuses to open as a decompression bomb (twice the
+    server's bound); None where they cannot be read so."""
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bound, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None  # read the header only: no pixel decoded
+            try:
+                with Image.open(io.BytesIO(data)) as probe:
+                    return probe.size
+            finally:
+                Image.MAX_IMAGE_PIXELS = bound
+    except Exception:  # noqa: BLE001 - a header it cannot read: the bound alone is said
+        return None
+
+
+URL_SAFE = bytes.maketrans(b"-_", b"+/")  # base64url's two letters, as base64 writes them
 
 
 def _host(headers: list[tuple[bytes, bytes]]) -> str:
@@ -523,8 +550,10 @@ def _json(body: bytes, most: int) -> Any:
         return json.loads(text, object_pairs_hook=_once)
     except RecursionError:  # arrays in arrays a thousand deep: no request's JSON is (it read "not valid JSON")
         raise ClientError(413, "the JSON is nested deeper than the parser goes; a request's is a few levels") from None
-    except ValueError as err:  # JSONDecodeError is a ValueError too
-        raise ClientError(422, f"the body is not valid JSON ({type(err).__name__})") from None
+    except json.JSONDecodeError as err:  # where it breaks: the client can find it
+        raise ClientError(422, f"the body is not valid JSON ({err.msg} at character {err.pos + 1})") from None
+    except ValueError:  # valid JSON Python will not read: an integer of more digits than int() converts (4,300)
+        raise ClientError(422, "the JSON holds a number of more digits than are read (4,300): no option's is") from None
 
 
 async def _parsed(body: bytes, most: int) -> Any:

@@ -60,7 +60,7 @@ const Live = {
     try {
       r = await fetch(path, { method: "POST", body, headers: { ...Live.key(), ...headers } });
     } catch (e) {  // the browser's "Failed to fetch": no answer at all
-      throw new Error("the server cannot be reached: is attention-serve still running? (the results above stay)");
+      throw new Error("the server cannot be reached: is attention-serve still running?");  // failed() adds more
     }
     let data = null;
     try { data = await r.json(); } catch (e) { data = null; }
