@@ -266,6 +266,13 @@ def test_an_infinite_rate_or_weight_in_a_config_file_is_refused_by_name(capsys, 
         ),
         (caption_train, ["--model.lr", "0"], "caption-train: error: model.lr must be a positive finite number, got 0"),
         (caption_train, ["--model.objective.ds_lambda", "-2"], "model.objective.ds_lambda must be at least 0, got -2"),
+        # the stage ran its backward every step and learned nothing; the model file said "fine-tuned on captions"
+        (
+            caption_train,
+            ["--model.encoder.fine_tune", "last", "--model.encoder_lr", "0"],
+            "model.encoder_lr 0 with model.encoder.fine_tune last: the encoder would compute its gradients every step "
+            "and learn nothing",
+        ),
     ],
 )
 def test_rates_and_widths_out_of_range_are_refused_by_name(main, args, message, capsys, cli_run_in_tmp):
