@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             caption_model(file)
         except argparse.ArgumentTypeError as err:
             p.error(f"--model {spec}: {err}")
+        if name in dict(models):  # a second NAME replaced the first's model, both rows the second's numbers
+            p.error(f"--model {spec}: the name {name!r} is given twice; give each model its own")
         models.append((name, file))
     if args.photo:
         photos = args.photo

@@ -113,13 +113,19 @@ def translations(root: Path, model: str, limit: int | None) -> tuple[list[dict],
                                 "readings_per_s": round(len(sources) ** 2 / seconds, 1)}  # fmt: skip
 
 
-def _print(title: str, rows: list[dict], n: int, image: str, text: str) -> None:
-    print(f"\n{title}: {n} x {n} readings; chance: R@1 {100 / n:.1f}, R@5 {500 / n:.1f}, R@10 {1000 / n:.1f}, "
-          f"median rank {(n + 1) / 2:g}")  # fmt: skip
+def _named(rows: list[dict], image: str, text: str) -> list[dict]:
+    """The rows with their directions in the family's words (a translator's "reference -> sentence": its JSON said
+    "text -> image", as the captioner's rows are named)."""
+    return [{**r, "direction": r["direction"].replace("image", image).replace("text", text)} for r in rows]
+
+
+def _print(title: str, rows: list[dict], n: int) -> None:
+    # chance: K of the n candidates, at most all of them (R@5 of 1 sentence was "500.0")
+    chance = ", ".join(f"R@{k} {100 * min(k, n) / n:.1f}" for k in (1, 5, 10))
+    print(f"\n{title}: {n} x {n} readings; chance: {chance}, median rank {(n + 1) / 2:g}")
     print("\n| direction | R@1 | R@5 | R@10 | median rank |\n|---|---|---|---|---|")
     for r in rows:
-        what = r["direction"].replace("image", image).replace("text", text)
-        print(f"| {what} | {r['R@1']} | {r['R@5']} | {r['R@10']} | {r['median_rank']:g} |")
+        print(f"| {r['direction']} | {r['R@1']} | {r['R@5']} | {r['R@10']} | {r['median_rank']:g} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,15 +153,16 @@ def main(argv: list[str] | None = None) -> int:
     out: dict = {}
     if args.flickr8k_root:
         rows, facts = captions(args.flickr8k_root, args.caption_model, args.limit)
-        out["caption"] = {"model": args.caption_model, **facts, "rows": rows}
-        _print(f"captioner {args.caption_model}, Flickr8k test photos and their first captions", rows,
-               facts["photos"], "photo", "caption")  # fmt: skip
+        rows, data = _named(rows, "photo", "caption"), "Flickr8k test photos (real) and their first captions"
+        out["caption"] = {"model": args.caption_model, "data": data, **facts, "rows": rows}
+        _print(f"captioner {args.caption_model}, {data}", rows, facts["photos"])
         print(f"(photos encoded in {facts['encode_s']} s; {facts['readings_per_s']} readings/s)")
     for model in args.text_model or (["transformer", "bahdanau"] if args.multi30k else []):
         rows, facts = translations(args.multi30k, model, args.limit)
-        out[f"translate {model}"] = {"model": model, **facts, "rows": rows}
-        _print(f"translator {model}, Multi30k test_2016_flickr German sentences and their English references", rows,
-               facts["sentences"], "sentence", "reference")  # fmt: skip
+        rows = _named(rows, "sentence", "reference")
+        data = "Multi30k test_2016_flickr German sentences (real) and their English references"
+        out[f"translate {model}"] = {"model": model, "data": data, **facts, "rows": rows}
+        _print(f"translator {model}, {data}", rows, facts["sentences"])
         print(f"({facts['readings_per_s']} readings/s)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")

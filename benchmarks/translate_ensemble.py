@@ -5,7 +5,7 @@ second.
     python benchmarks/translate_ensemble.py --data-root ../shared/data/multi30k --json docs/translate_ensemble.json
 
 Each member alone translates at its own recorded decoding (what ``translate --model M`` gives); the ensemble at the
-first member's (the bundled Transformer's: beam 8, length penalty 1, chosen on val for it alone), so nothing is chosen
+first member's (the bundled Transformer's: beam 5, length penalty 1, chosen on val for it alone), so nothing is chosen
 on test. The members: the bundled Transformer first (its target vocabulary holds every piece of the GRU's), then the
 bundled Bahdanau GRU. About 8 minutes on 2 cores for val and test; ``--limit N`` takes the first N lines of each split.
 """

@@ -9,7 +9,7 @@ translations against that of the others (sacreBLEU's chrF on each group, the spl
     python benchmarks/unsure_cost.py --multi30k-root ../shared/data/multi30k --split val --threads 2 \
         --json docs/unsure_cost.json
 
-Each model translates with its file's recorded decoding (``translate``'s default: the Transformer's beam 8, the
+Each model translates with its file's recorded decoding (``translate``'s default: the Transformer's beam 5, the
 GRU's its own). What a low probability says about a word (how often it is not in the reference) is
 ``benchmarks/word_confidence.py``'s.
 """

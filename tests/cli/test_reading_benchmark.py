@@ -31,6 +31,17 @@ def test_ranks_and_rows_by_hand():
     assert rows[3]["R@1"] == 66.7 and rows[3]["median_rank"] == 1
 
 
+def test_each_familys_rows_are_named_in_its_words_and_chance_is_at_most_100(capsys):
+    """A translator's rows were "text -> image" in the JSON (its table said "reference -> sentence"), and a run of
+    one sentence printed "chance: R@5 500.0"."""
+    from reading import _named, _print
+
+    rows = _named(_rows(torch.zeros(3, 3), torch.zeros(3, 3)), "sentence", "reference")
+    assert [r["direction"].split(",")[0] for r in rows][:2] == ["reference -> sentence", "sentence -> reference"]
+    _print("one", rows, 1)
+    assert "chance: R@1 100.0, R@5 100.0, R@10 100.0" in capsys.readouterr().out
+
+
 def test_nothing_to_measure_is_said(capsys):
     """Without --flickr8k-root and --multi30k it measured nothing and exited 0."""
     with pytest.raises(SystemExit) as exc:
@@ -47,8 +58,9 @@ def test_a_short_run_on_the_real_data(tmp_path):
            "--json", str(out)]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.count("| direction | R@1 |") == 2 and "chance: R@1 3.3" in done.stdout
+    assert done.stdout.count("| direction | R@1 |") == 2 and "chance: R@1 3.3, R@5 16.7, R@10 33.3" in done.stdout
     found = json.loads(out.read_text())
     caption, text = found["caption"]["rows"], found["translate bahdanau"]["rows"]
     assert found["caption"]["photos"] == 30 and caption[0]["median_rank"] < 8  # chance: 15.5
-    assert text[0]["R@1"] > 90 and text[1]["R@5"] > 90
+    assert text[0]["R@1"] > 90 and text[1]["R@5"] > 90 and text[0]["direction"] == "reference -> sentence"
+    assert found["caption"]["data"].startswith("Flickr8k test photos (real)")
