@@ -244,3 +244,19 @@ def test_a_refused_encoder_of_names_the_setting_that_differs(run_a, tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     said = f"not the same model as {run_a} ({why})"
     assert exc.value.code == 2 and len(err) == 1 and err[0].endswith(said), err
+
+
+def test_the_stages_a_package_based_file_tuned_are_read_from_the_tensors_it_carries():
+    """The bundled model's file records no fine-tuned stages (only "57 tensors"): a run started from it, frozen,
+    wrote a model file whose --model-info said its encoder was ImageNet's ("weights in the file"), though its last
+    stage had learned from captions. Its tensors say which stages: the last."""
+    from captioning.model.captioner import stages_tuned
+
+    z = torch.zeros(1)
+    assert stages_tuned({"encoder.body.stride32.0.weight": z, "decoder.w": z}) == "last"
+    assert stages_tuned({"encoder.body.stride16.1.bias": z, "encoder.body.stride32.0.weight": z}) == "last2"
+    assert stages_tuned({"encoder.body.stride4.0.weight": z, "encoder.body.stride32.0.weight": z}) == "all"
+    assert stages_tuned({"decoder.w": z}) is None
+    bundled = Captioner.load()
+    assert bundled.encoder_changed == 57 and bundled.fine_tuned == "last"
+    assert Captioner.read_start("flickr8k", member=1).tuned == "last"  # what a run started from it records
