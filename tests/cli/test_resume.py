@@ -112,6 +112,29 @@ def test_a_resume_from_a_save_at_an_epochs_last_step_runs_that_epochs_validation
 
 
 @pytest.mark.long
+def test_a_fit_resumed_at_its_last_step_validates_the_whole_split(tmp_path):
+    """A fit stopped at its last step (or one already finished), saved before that epoch's validation: resumed, the
+    validation ran on from the progress the last one left in the checkpoint and scored 1 of its 3 batches (val_loss
+    3.75 against 3.87), logged as the run's last score. It runs whole: the score the uninterrupted run logged."""
+    import csv
+
+    cfg = yaml.safe_load(resumable_config(tmp_path, "text", every=1).read_text())
+    cfg["trainer"].update(limit_val_batches=1.0, max_epochs=2, max_steps=-1)  # 3 val batches of 16
+    cfg["data"].update(train_size=64, val_size=48)
+    cfg["trainer"]["logger"] = {"class_path": "pytorch_lightning.loggers.CSVLogger", "init_args": {"save_dir": "logs"}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run("text", ["fit", "--config", str(path)])
+    run("text", ["fit", "--config", str(path), "--ckpt_path", "logs/lightning_logs/version_0/checkpoints/last.ckpt"])
+
+    def losses(version: int) -> list[str]:
+        rows = csv.DictReader(open(f"logs/lightning_logs/version_{version}/metrics.csv"))
+        return [r["val_loss"] for r in rows if r.get("val_loss")]
+
+    assert len(losses(0)) == 2 and losses(1) == losses(0)[-1:]
+
+
+@pytest.mark.long
 @pytest.mark.parametrize("family", ["text", pytest.param("caption", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("step", [3, 6])
 def test_a_resume_from_a_save_before_an_every_n_steps_validation_runs_it_first(family, step, tmp_path):

@@ -366,6 +366,9 @@ def run_due_validation(trainer) -> None:
     the best model: a crash between the save and the validation lost it). The loop's own validation call (Lightning
     2.6's training epoch loop: ``validating``, run, ``training`` again)."""
     val_loop = trainer.fit_loop.epoch_loop.val_loop
+    # a validation the saved run never began: run whole, not on from the progress its last validation left in the
+    # checkpoint (resumed at the fit's last step it counted those batches as fetched and ran 1 of 3, its score logged)
+    val_loop.restarting = False
     trainer.validating = True
     val_loop.run()
     trainer.training = True
