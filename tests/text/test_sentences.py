@@ -137,7 +137,14 @@ def test_the_evidence_and_every_layer_are_computed_sentence_by_sentence(translat
     assert found.evidence.shape == found.attention.shape == (len(line.tokens), len(line.source) + 1)
     t0, s0 = len(pieces[0].tokens), len(line.pieces[0].source)
     torch.testing.assert_close(found.evidence[t0:, s0:], pieces[1].evidence)
-    assert found.agreement == pieces[0].agreement + pieces[1].agreement
+    # the first sentence's drops as measured, its end's left out (summed into its "." they made a value no removal
+    # gave); each token's agreement over the units its row shows (it was over its sentence's with its own end)
+    torch.testing.assert_close(found.evidence[:t0, :s0], pieces[0].evidence[:, :s0])
+    assert bool((found.evidence[:t0, s0:] == 0).all())
+    from text_attn.core.faithfulness import kendall_tau
+
+    shown = [kendall_tau(found.attention[t, :s0], found.evidence[t, :s0]) for t in range(t0)]
+    assert found.agreement == pytest.approx(shown + pieces[1].agreement, nan_ok=True)
     (layers,) = report_attention(translator, [line])
     alone = report_attention(translator, line.pieces)
     assert layers.shape[-2:] == (len(line.tokens), len(line.source) + 1)

@@ -352,14 +352,21 @@ def evidence_of(translator: Translator, translation: Any) -> Evidence:
     found = [translation_evidence(translator, list(p.source), list(p.tokens)) for p in pieces]
     if len(found) == 1:
         return found[0]
+    from text_attn.core.faithfulness import kendall_tau
+
     lengths = [len(p.source) for p in pieces]
-    return Evidence(
-        [t for e in found for t in e.tokens],
-        [t for p in pieces for t in p.source] + [EOS],
-        join_grids([e.attention for e in found], lengths),
-        join_grids([e.evidence for e in found], lengths),
-        [a for e in found for a in e.agreement],
-    )
+    attention = join_grids([e.attention for e in found], lengths)
+    evidence = join_grids([e.evidence for e in found], lengths, fold_end=False)  # an end's drop: no stop's to add to
+    # each token's agreement over the units its row shows, its own sentence's (it was its sentence's with its own
+    # end, unlike the row drawn: 0.6 beside a shown row whose tau is 1.0)
+    agreement, r, c = [], 0, 0
+    for i, (e, s) in enumerate(zip(found, lengths, strict=True)):
+        shown = s + 1 if i == len(found) - 1 else s
+        agreement += [kendall_tau(attention[r + t, c : c + shown], evidence[r + t, c : c + shown])
+                      for t in range(len(e.tokens))]  # fmt: skip
+        r, c = r + len(e.tokens), c + s
+    return Evidence([t for e in found for t in e.tokens], [t for p in pieces for t in p.source] + [EOS], attention,
+                    evidence, agreement)  # fmt: skip
 
 
 def translation_evidence(translator: Translator, source: list[str], tokens: list[str]) -> Evidence:

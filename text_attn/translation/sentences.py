@@ -221,11 +221,13 @@ def _ends_as_sentence(word: str) -> bool:
     return len(parts) >= 2 and parts[-1].lower() in DOMAINS and max(len(p) for p in parts[:-1]) >= 2
 
 
-def join_grids(grids: list[Tensor], source_lengths: list[int]) -> Tensor:
+def join_grids(grids: list[Tensor], source_lengths: list[int], fold_end: bool = True) -> Tensor:
     """Sentences' attention grids (..., T_i, S_i + 1) (columns: their S_i source tokens, then their end) -> the line's
     (..., T, S + 1), block by block: sentence i's rows read its own columns alone, zeros elsewhere. A sentence before
     the last has no end column of its own in the line (the line has one end): its end's weight goes to its last
-    source token (its closing punctuation), so each row still sums as it did."""
+    source token (its closing punctuation), so each row still sums as it did. ``fold_end`` False: its end's column
+    is left out instead (leave-one-out drops, which do not add up as weights do: the end's and the stop's, of
+    opposite signs, summed into a value no removal gave)."""
     if len(grids) == 1:
         return grids[0]
     rows = sum(g.size(-2) for g in grids)
@@ -238,7 +240,7 @@ def join_grids(grids: list[Tensor], source_lengths: list[int]) -> Tensor:
             out[..., r : r + t, c : c + s + 1] = g
         else:
             out[..., r : r + t, c : c + s] = g[..., :s]
-            if s:
+            if s and fold_end:
                 out[..., r : r + t, c + s - 1] += g[..., s]
         r, c = r + t, c + s
     return out
