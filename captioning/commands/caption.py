@@ -587,19 +587,21 @@ def _once_each(paths: list[str]) -> list[str]:
     from captioning.photos.collection import image_key
     from captioning.photos.shards import is_shard
 
-    seen: set[str] = set()
+    seen: dict[str, str] = {}  # a photo's key -> the input it is captioned under (the first naming it)
     kept, again = [], []
     for path in paths:
         # a shard's members are its own; a link to a file is the file it names
         key = None if is_shard(path) else image_key(os.path.realpath(path) if os.path.islink(path) else path)
         if key is not None and key in seen:
-            again.append(path)
+            again.append((path, seen[key]))
             continue
-        seen.add(key)
+        seen[key] = path
         kept.append(path)
-    if again and first_process():
-        print(f"caption: note: {len(again)} input(s) name a photo named before (first: {inert(again[0])}): each "
-              "photo is captioned once", file=sys.stderr)  # fmt: skip
+    if again and first_process():  # which name it is captioned under: a link sorted first took the photo's records
+        dropped, under = again[0]
+        print(f"caption: note: {len(again)} input(s) name a photo named before (first: {inert(dropped)}, captioned "
+              f"as {inert(under)}): each photo is captioned once, under the name given first",
+              file=sys.stderr)  # fmt: skip
     return kept
 
 

@@ -61,8 +61,11 @@ def score_run(args: argparse.Namespace, captions: dict[str, str]) -> None:
         return
     scored = {image: cap for image, cap in captions.items() if photo_key(image) in by_name}
     if len(scored) < len(captions):
-        print(f"caption: note: --references {inert(args.references)} has no caption for {len(captions) - len(scored)} "
-              "of the photos captioned: they are not scored", file=sys.stderr)  # fmt: skip
+        # the first of them named: a photo captioned under a link's name (found first) was not found by its own
+        left = [image for image in captions if image not in scored]
+        named = ", ".join(inert(Path(image).name) for image in left[:3]) + (", ..." if len(left) > 3 else "")
+        print(f"caption: note: --references {inert(args.references)} has no caption for {len(left)} of the photos "
+              f"captioned ({named}): they are not scored", file=sys.stderr)  # fmt: skip
     if not scored:
         unwritten = f"; --scores {inert(args.scores)} is not written" if args.scores else ""
         why = "no photo was captioned" if not captions else "no photo captioned has a caption in --references"

@@ -696,6 +696,13 @@ def test_a_link_to_a_photo_named_too_is_captioned_once(capsys, model_file, album
     assert code == 0 and "caption: note: 1 input(s) name a photo named before (first: " in err
     assert len(out.strip().splitlines()) == 5  # the album's 5 photos, each once
     assert "a1_link.png" not in out and "a1.png" in out  # the name sorted first: the photo's own here
+    # which name it is captioned under, said: a link sorted first takes the photo's records ("first: a1.png" read as
+    # if the photo's own name came first)
+    (album / "a0_link.png").symlink_to(album / "a1.png")
+    code, out, err = run(capsys, album, "--model", model_file, *FAST)
+    assert code == 0 and "a0_link.png" in out and "/a1.png" not in out, out
+    assert f"2 input(s) name a photo named before (first: {album / 'a1.png'}, captioned as {album / 'a0_link.png'})" \
+        in err  # fmt: skip
 
 
 def test_resume_drops_only_a_torn_last_line(tmp_path):

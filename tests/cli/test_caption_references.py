@@ -143,7 +143,7 @@ def test_jsonl_runs_score_what_the_file_holds_and_photos_without_references_are_
     # --resume: the two photos held are scored with the rest
     code, _, err = _run(capsys, str(photos), "--jsonl", str(out_file), "--resume", "--references", str(refs))
     assert code == 0, err
-    assert f"--references {refs} has no caption for 1 of the photos captioned: they are not scored" in err
+    assert f"--references {refs} has no caption for 1 of the photos captioned (extra.png): they are not scored" in err
     assert "4 photo(s), 8 reference caption(s)" in err
     resumed = _scores_line(err)
     code, _, err = _run(capsys, str(folder), "--references", str(refs))
