@@ -130,6 +130,16 @@ class Captions(PageList):
         return captions_html(items)
 
 
+def _weights_said(err: BaseException) -> str:
+    """A broken model file's error in a few words: torch's load_state_dict error names its model class and then its
+    first problem on a line of its own, and cut at 160 characters it ended mid-sentence ("While copying the parameter
+    named ..."): the first problem alone, whole."""
+    text = str(err)
+    if "Error(s) in loading state_dict" in text and "\n\t" in text:
+        return "a weight that does not fit the network it describes: " + one_line(text.split("\n\t")[1], 300)
+    return one_line(err)
+
+
 def stages_tuned(state: dict[str, Any]) -> str | None:
     """Which of the encoder's stages a file made with ``encoder_from_package`` fine-tuned (a FINE_TUNE value), from
     the encoder tensors it carries (those training changed): the last stage's alone ``last``, the last two's
@@ -348,7 +358,7 @@ class Captioner:
             if isinstance(err, ModelFileError):
                 raise
             # a missing entry said "('vocab')"
-            said = f"it has no {err.args[0]!r}" if isinstance(err, KeyError) and err.args else one_line(err)
+            said = f"it has no {err.args[0]!r}" if isinstance(err, KeyError) and err.args else _weights_said(err)
             raise ModelFileError(f"{path}: broken caption model file ({said})") from err
         if isinstance(map_location, (str, torch.device)):
             model.to(map_location)  # load_state_dict copies into the (CPU) parameters of the fresh model

@@ -204,3 +204,24 @@ def test_a_model_file_missing_an_entry_names_it(run, tmp_path):
     with pytest.raises(ModelFileError) as err:
         Captioner.load(tmp_path / "novocab.pt")
     assert str(err.value) == f"{tmp_path / 'novocab.pt'}: broken caption model file (it has no 'vocab')"
+
+
+def test_a_weight_that_does_not_fit_is_said_whole(run, tmp_path):
+    """torch's load_state_dict error, cut at 160 characters, ended mid-sentence ("broken caption model file (Error(s)
+    in loading state_dict for CaptionModel: While copying the parameter named ..."): its first problem, whole."""
+    from text_attn.core.modelfile import ModelFileError
+
+    data = torch.load(run[0] / "run/model.pt", weights_only=True)
+    name = next(k for k in data["state_dict"] if k.startswith("decoder."))
+    data["state_dict"][name] = torch.zeros(3, 3)
+    torch.save(data, tmp_path / "odd.pt")
+    with pytest.raises(ModelFileError) as err:
+        Captioner.load(tmp_path / "odd.pt")
+    said = str(err.value)
+    assert said.startswith(
+        f"{tmp_path / 'odd.pt'}: broken caption model file (a weight that does not fit the network "
+        f"it describes: size mismatch for {name}: copying a param with shape torch.Size([3, 3])"
+    )
+    shape = list(torch.load(run[0] / "run/model.pt", weights_only=True)["state_dict"][name].shape)
+    assert said.endswith(f"the shape in current model is torch.Size({shape}).)"), said
+    assert "Error(s) in loading" not in said and "..." not in said
