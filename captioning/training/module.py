@@ -199,11 +199,6 @@ class CaptionModule(RunState, pl.LightningModule):
         check_training_options(lr, val_beam_size, encoder_lr=(encoder_lr, 0, inf), init_member=(init_member, 1, inf),
                                cpu_threads=(cpu_threads, 1, inf), val_max_len=(val_max_len, 1, inf),
                                lr_patience=(lr_patience, 0, inf))  # fmt: skip
-        if encoder_lr == 0 and e.fine_tune != "none":  # it ran the stage's backward every step, learned nothing,
-            # and the model file said its encoder was fine-tuned on captions
-            raise ValueError(f"model.encoder_lr 0 with model.encoder.fine_tune {e.fine_tune}: the encoder would "
-                             "compute its gradients every step and learn nothing; freeze it with "
-                             "--model.encoder.fine_tune none, or give a positive encoder_lr")  # fmt: skip
         if not 0 < lr_factor < 1:  # the plateau schedule's factor: PyTorch's own refusal named no option
             raise ValueError(f"model.lr_factor must be between 0 and 1 (both excluded), got {lr_factor:g}")
         d = self.decoder_config  # widths of 0 trained a model that wrote "a is a is a" (torch refused only negatives)
@@ -248,6 +243,13 @@ class CaptionModule(RunState, pl.LightningModule):
         return Captioner.read_start(name, self.hparams.init_member)
 
     def setup(self, stage: str | None = None) -> None:
+        tuned = self.encoder_config.fine_tune
+        if stage == "fit" and self.hparams.encoder_lr == 0 and tuned != "none":  # it ran the stage's backward every
+            # step, learned nothing, and the model file said its encoder was fine-tuned on captions (validate and
+            # test of such a run's checkpoint train nothing: they go on)
+            raise ValueError(f"model.encoder_lr 0 with model.encoder.fine_tune {tuned}: the encoder would compute its "
+                             "gradients every step and learn nothing; freeze it with --model.encoder.fine_tune none, "
+                             "or give a positive encoder_lr")  # fmt: skip
         self.use_cpu_threads(self.hparams.cpu_threads)  # torch's own count again after the run (teardown)
         if self.model is None:
             vocab = getattr(self.trainer.datamodule, "vocab", None)

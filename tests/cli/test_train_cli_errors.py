@@ -266,13 +266,6 @@ def test_an_infinite_rate_or_weight_in_a_config_file_is_refused_by_name(capsys, 
         ),
         (caption_train, ["--model.lr", "0"], "caption-train: error: model.lr must be a positive finite number, got 0"),
         (caption_train, ["--model.objective.ds_lambda", "-2"], "model.objective.ds_lambda must be at least 0, got -2"),
-        # the stage ran its backward every step and learned nothing; the model file said "fine-tuned on captions"
-        (
-            caption_train,
-            ["--model.encoder.fine_tune", "last", "--model.encoder_lr", "0"],
-            "model.encoder_lr 0 with model.encoder.fine_tune last: the encoder would compute its gradients every step "
-            "and learn nothing",
-        ),
     ],
 )
 def test_rates_and_widths_out_of_range_are_refused_by_name(main, args, message, capsys, cli_run_in_tmp):
@@ -280,6 +273,25 @@ def test_rates_and_widths_out_of_range_are_refused_by_name(main, args, message, 
         main(["fit", *args])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and message in err.strip().splitlines()[-1]
+
+
+def test_an_encoder_fine_tuned_at_rate_0_is_refused_for_fit_alone(capsys, cli_run_in_tmp, tmp_path):
+    """The stage ran its backward every step and learned nothing, and the model file said "fine-tuned on captions";
+    validate and test of such a run's checkpoint train nothing and go on."""
+    config = str(Path(__file__).parent.parent / "fixtures" / "captions" / "tiny_shapes.yaml")
+    args = ["--config", config, "--model.encoder.fine_tune", "last", "--model.encoder_lr", "0"]
+    with pytest.raises(SystemExit) as exc:
+        caption_train(["fit", *args])
+    from captioning.commands.train import caption_train_cli
+
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == 2, said
+    assert said.startswith("caption-train: error: model.encoder_lr 0 with model.encoder.fine_tune last: the encoder")
+    fit = caption_train_cli(["fit", "--config", config, "--model.encoder.fine_tune", "last"])
+    path = tmp_path / "last.ckpt"
+    fit.trainer.save_checkpoint(path)
+    cli = caption_train_cli(["validate", *args, "--ckpt_path", str(path)])
+    assert "val_loss" in cli.trainer.callback_metrics
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,15 @@ def test_notes_name_the_side_the_code_and_a_typed_name():
         "English's): columns or codes swapped? The model file records English, what they read as",
     ]
     assert language_notes({"source": ("German", GERMAN), "target": ("en", ENGLISH)}) == [
-        "data.src_lang 'German' is a language's name: give its code, 'de' (the model file records what is given)"
+        "data.src_lang 'German' is a language's name: give its code, 'de' (the model file records the code)"
     ]
     assert language_notes({"source": ("de", GERMAN), "target": (None, ENGLISH)}) == []
+
+
+def test_the_language_recorded_is_the_texts_and_a_name_typed_is_recorded_as_its_code():
+    """A name typed ("german") was noted as de and recorded as "german"; English sources given as "german" were then
+    noted as English and recorded as "german" (review): the file records what the notes say."""
+    from text_attn.core.common_words import read_as
+
+    assert read_as("German", GERMAN) == "de" and read_as("german", ENGLISH) == "en" and read_as("en", GERMAN) == "de"
+    assert read_as("de", GERMAN) == "de" and read_as(None, GERMAN) is None and read_as("ja", GERMAN) == "ja"

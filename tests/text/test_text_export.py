@@ -239,6 +239,12 @@ def test_inputs_that_are_not_text_checkpoints_or_model_files(tmp_path, capsys):
         with pytest.raises(SystemExit) as exc:
             export_main([str(tmp_path / name), str(tmp_path / "out.pt")])
         assert _one_error_line(capsys, exc, "text-export").endswith(f" bytes, {what}")
+    # a damaged pickle whose length field says 2**62 bytes: a MemoryError traceback where a line was (review)
+    (tmp_path / "bomb.pt").write_bytes(b"\x80\x04\x8e" + (2**62).to_bytes(8, "little") + b"xx")
+    with pytest.raises(SystemExit) as exc:
+        export_main([str(tmp_path / "bomb.pt"), str(tmp_path / "out.pt")])
+    assert _one_error_line(capsys, exc, "text-export").endswith("13 bytes that torch cannot read as one (cut off by a "
+                                                                "copy or a full disk?)")  # fmt: skip
 
 
 def test_an_out_ending_in_a_slash_is_refused_and_a_file_of_that_name_kept(tmp_path, capsys):

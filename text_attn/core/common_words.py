@@ -62,7 +62,7 @@ def language_notes(sides: dict[str, tuple[str | None, list[str]]]) -> list[str]:
         flag = "data.src_lang" if side == "source" else "data.tgt_lang"
         if code and code.lower() in TYPED_NAMES:
             notes.append(f"{flag} {code!r} is a language's name: give its code, {TYPED_NAMES[code.lower()]!r} (the "
-                         "model file records what is given)")  # fmt: skip
+                         "model file records the code)")  # fmt: skip
             code = TYPED_NAMES[code.lower()]
         if code and (found := other_language(lines, code)):
             notes.append(f"the {side} sentences read as {NAMES[found]}, not {NAMES[code]} as {flag} {code} says (their "
@@ -72,9 +72,12 @@ def language_notes(sides: dict[str, tuple[str | None, list[str]]]) -> list[str]:
 
 
 def read_as(code: str | None, lines: list[str]) -> str | None:
-    """The language code a corpus side is recorded with: ``code`` as given, or the language its ``lines`` clearly
+    """The language code a corpus side is recorded with: ``code`` as given (a language's name typed for it: its
+    code), or the language its ``lines`` clearly
     read as where that is another of COMMON's (:func:`other_language`): data.src_lang en given for German sources
     was recorded, and ``translate`` then called German input "unlike the English text" the model learned from."""
+    if code and code.lower() in TYPED_NAMES:  # "german" typed for de: recorded as its code, as its note says
+        code = TYPED_NAMES[code.lower()]
     return (other_language(lines, code) if code else None) or code
 
 
