@@ -78,6 +78,10 @@ def test_an_output_in_a_missing_folder_is_refused_before_the_work(refusals, tmp_
     assert new_file(str(tmp_path / "t.json")) == tmp_path / "t.json"
     with pytest.raises(argparse.ArgumentTypeError, match="is a folder"):
         new_file(str(tmp_path))
+    (tmp_path / "victim.json").write_text("kept")  # "--json victim.json/" replaced it, exit 0 (review)
+    for typed in (f"{tmp_path}/victim.json/", f"{tmp_path}/new/"):
+        with pytest.raises(argparse.ArgumentTypeError, match="ends in a slash, a folder's name: give a file path"):
+            new_file(typed)
 
 
 def test_a_count_below_one_is_refused_by_name(refusals):

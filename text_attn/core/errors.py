@@ -194,6 +194,8 @@ def new_file(text: str) -> Path:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    if text.endswith(("/", os.sep)):  # Path drops the slash: a file of that name was written, or replaced
+        raise argparse.ArgumentTypeError(f"{text} ends in a slash, a folder's name: give a file path")
     if not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {path.parent} does not exist")
     return path
