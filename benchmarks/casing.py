@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--forms", help=f"comma-separated forms to measure (default: all: {', '.join(FORMS)})")
     p.add_argument("--json", type=new_file, help="also write the rows here")
     args = p.parse_args(argv)
+    if args.forms is not None and not args.forms.strip():  # an empty shell variable: it ran every form (~13 min)
+        p.error(f"--forms is empty: give one or more of {', '.join(FORMS)}, or leave it out for all")
     check_corpus_options(p, args)
     forms = args.forms.split(",") if args.forms else None
     if forms and not set(forms) <= set(FORMS):

@@ -55,9 +55,12 @@ def caption_rows(
              "comment_number): the third column is read as the caption")  # fmt: skip
     first = True  # the first line with content: a header ("image<TAB>caption", as pandas writes one) is skipped
     wide: list[int] = []  # lines of more than two columns: only the photo's and the caption's read
+    empty: list[int] = []  # lines of columns that are all empty
     for n, cols in rows:
         cols = [cols[0], *cols[at:]] if len(cols) > at else cols
         line = "\t".join(cols[:2])  # the photo's column and the caption's
+        if not line.strip() and len(cols) > 1:  # a spreadsheet's empty row: skipped as a blank line, counted
+            empty.append(n)
         if not line.strip() or (line.startswith("#") and "\t" not in line):  # a comment; "#1 beach.jpg<TAB>": a photo
             continue
         name, tab, caption = line.partition("\t")
@@ -85,6 +88,9 @@ def caption_rows(
         if len(name) > 1 and name[0] == name[-1] == '"' and not comma:  # a TSV written with quoted fields
             name = name[1:-1].replace('""', '"')
         yield CaptionRow(n, name, caption.strip(), words)
+    if empty:
+        note(f"{inert(path)}: {len(empty)} line(s) have only empty columns (first: line {empty[0]}): skipped, as blank "
+             "lines are")  # fmt: skip
     if wide:
         split = "a comma outside quotes splits it" if comma else "a tab typed inside a caption splits it"
         note(f"{inert(path)}: {len(wide)} line(s) have more than two columns (first: line {wide[0]}): the first is the "

@@ -179,3 +179,16 @@ def test_kaggles_captions_txt_is_read_as_csv_and_other_layouts_get_their_own_hin
         with pytest.raises(CaptionDataError, match=r"other\.tsv: line 1: expected") as err:
             read_folder(tmp_path / "k", other)
         assert hint in str(err.value)
+
+
+def test_lines_of_empty_columns_are_skipped_and_counted(tmp_path):
+    """A spreadsheet's empty row ("\t") among the captions was skipped unsaid: counted in one note, as text-train's
+    reader counts them."""
+    from captioning.training.caption_rows import caption_rows
+
+    notes: list[str] = []
+    text = "a.jpg\ta dog runs\n\t\n\nb.jpg\ta cat sleeps\n \t \n"
+    rows = list(caption_rows(tmp_path / "c.tsv", text, ValueError, notes.append))
+    assert [(r.name, r.caption) for r in rows] == [("a.jpg", "a dog runs"), ("b.jpg", "a cat sleeps")]
+    assert notes == [f"{tmp_path / 'c.tsv'}: 2 line(s) have only empty columns (first: line 2): skipped, as blank "
+                     "lines are"]  # fmt: skip

@@ -44,6 +44,8 @@ def refusals(tmp_path_factory) -> tuple[Path, dict[str, tuple[str, str]]]:
         "unsure photos": ("unsure_attention.py", ["--flickr8k-root", str(gone)]),
         # a name given twice: both rows were the second model's numbers, the first's lost, exit 0
         "sharpness twice": ("attention_sharpness.py", ["--model", "b=flickr8k", "--model", "b=shapes"]),
+        # an empty shell variable: every form ran (~13 minutes on the full set)
+        "casing forms": ("casing.py", ["--data-root", str(tmp), "--forms", ""]),
     }  # fmt: skip
     return tmp, {name: (code, err) for name, (code, _, err) in run_cases(cases, timeout=120).items()}
 
@@ -70,6 +72,7 @@ def test_a_missing_model_or_data_root_is_one_line(refusals):
     assert _refused(refusals, "unsure photos").startswith(f"unsure_attention.py: error: --flickr8k-root {gone}")
     said = "attention_sharpness.py: error: --model b=shapes: the name 'b' is given twice; give each model its own"
     assert _refused(refusals, "sharpness twice") == said
+    assert _refused(refusals, "casing forms").startswith("casing.py: error: --forms is empty: give one or more of")
 
 
 def test_an_output_in_a_missing_folder_is_refused_before_the_work(refusals, tmp_path):

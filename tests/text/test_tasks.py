@@ -294,6 +294,18 @@ def test_read_tsv_errors(tmp_path):
     assert issubclass(TaskError, ValueError)
 
 
+def test_lines_of_empty_columns_are_skipped_and_counted(tmp_path, capsys):
+    """A spreadsheet's empty row ("\t") or a pair of blanks: 201 lines gave 200 pairs, unsaid. Skipped as blank lines
+    are (an empty row is common), counted in one note naming the first."""
+    from text_attn.translation.corpora import read_tsv_text
+
+    rows = tmp_path / "rows.tsv"
+    rows.write_text("Hallo\tHello\n  \t  \n\nDanke\tThanks\n\t\n", encoding="utf-8")
+    assert [(s, t) for s, t, _ in read_tsv_text(rows)] == [("Hallo", "Hello"), ("Danke", "Thanks")]
+    assert f"text data: {rows}: 2 line(s) have only empty columns (first: line 2): skipped, as blank lines are" \
+        in capsys.readouterr().err  # fmt: skip
+
+
 def test_a_tab_inside_a_sentence_is_noted_and_the_columns_can_be_chosen(tmp_path, capsys):
     from text_attn.translation.data import TranslationDataModule
 

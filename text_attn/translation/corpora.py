@@ -120,10 +120,13 @@ def read_tsv_text(
     widths: dict[int, list[int]] = {}  # columns -> the lines that have that many
     first = True  # the first line with content: a header ("German<TAB>English", as pandas writes one) is skipped
     spans: list[tuple[int, int]] = []  # CSV rows of more than one line: a cell's line breaks, or a stray quote
+    empty_rows: list[int] = []  # lines of columns that are all empty (201 lines gave 200 pairs, unsaid)
     for i, cols in table_rows(lines, comma, lambda line, why: TaskError(f"{path}:{line}: {why}"), spans):
         if max_pairs is not None and len(out) >= max_pairs:
             break
         if not any(c.strip() for c in cols):
+            if len(cols) > 1:  # a spreadsheet's empty row ("\t"), or a pair of blanks: skipped, counted
+                empty_rows.append(i)
             continue
         if first and len(cols) >= need and _column_name(cols[src_col]) and _column_name(cols[tgt_col]):
             shown = inert(repr((", " if comma else "\t").join(cols)[:60]))
@@ -143,6 +146,9 @@ def read_tsv_text(
         out.append((s, t, where))
     if spans:
         say(f"text data: {inert(str(path))}: {spans_note(spans)}")
+    if empty_rows:
+        say(f"text data: {inert(str(path))}: {len(empty_rows)} line(s) have only empty columns (first: line "
+            f"{empty_rows[0]}): skipped, as blank lines are")  # fmt: skip
     if not out:
         raise TaskError(f"{path}: no sentence pairs")
     if len(widths) > 1:
