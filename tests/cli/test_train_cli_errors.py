@@ -275,6 +275,7 @@ def test_rates_and_widths_out_of_range_are_refused_by_name(main, args, message, 
     assert exc.value.code == 2 and message in err.strip().splitlines()[-1]
 
 
+@pytest.mark.long  # a fit and a validate: ~5 s
 def test_an_encoder_fine_tuned_at_rate_0_is_refused_for_fit_alone(capsys, cli_run_in_tmp, tmp_path):
     """The stage ran its backward every step and learned nothing, and the model file said "fine-tuned on captions";
     validate and test of such a run's checkpoint train nothing and go on."""
