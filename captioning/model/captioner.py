@@ -140,15 +140,16 @@ def _weights_said(err: BaseException) -> str:
     return one_line(err)
 
 
-def stages_tuned(state: dict[str, Any]) -> str | None:
-    """Which of the encoder's stages a file made with ``encoder_from_package`` fine-tuned (a FINE_TUNE value), from
-    the encoder tensors it carries (those training changed): the last stage's alone ``last``, the last two's
-    ``last2``, any before them ``all``; None where it carries none. The bundled model's file records no stages: a run
-    started from it (``your_photos.yaml``) said its encoder was ImageNet's as it was."""
+def stages_tuned(state: dict[str, Any], stages: list[str]) -> str | None:
+    """Which of the encoder's stages (``stages``: its body's, in order) a file made with ``encoder_from_package``
+    fine-tuned (a FINE_TUNE value), from the encoder tensors it carries (those training changed): the last stage's
+    alone ``last``, the last two's ``last2``, any before them ``all``; None where it carries none. The bundled
+    model's file records no stages: a run started from it (``your_photos.yaml``) said its encoder was ImageNet's as
+    it was. By the body's own order: a stride-16 or multiscale encoder's last stage is not stride32."""
     found = {k.split(".")[2] for k in state if k.startswith("encoder.body.") and k.count(".") >= 3}
     if not found:
         return None
-    return "last" if found <= {"stride32"} else "last2" if found <= {"stride16", "stride32"} else "all"
+    return "last" if found <= set(stages[-1:]) else "last2" if found <= set(stages[-2:]) else "all"
 
 
 class StartWeights(NamedTuple):
@@ -350,7 +351,7 @@ class Captioner:
             if shipped:
                 captioner.encoder_changed = int(shipped.get("changed", 0))
                 if tuned is None:  # the bundled model's file records no stages: the tensors it carries say which
-                    captioner.encoder_tuned = stages_tuned(data["state_dict"])
+                    captioner.encoder_tuned = stages_tuned(data["state_dict"], list(encoder.body._modules))
         except EncoderWeightsError as err:
             raise ModelFileError(f"{path}: {err}") from None
         # AttributeError: a vocabulary's "lines" that is no text (Vocabulary.from_dict split it), a traceback before

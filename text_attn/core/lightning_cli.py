@@ -433,7 +433,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 if run_checkpoints.holds_code(err, ckpt_path):  # as AtomicCheckpointIO says it
                     raise CheckpointRefused(f"{ckpt_path}: {CODE_REFUSED}") from None
                 what = run_checkpoints.torch_unreadable(ckpt_path)
-                if not run_checkpoints.whole_other(ckpt_path):  # a file cut off, not a whole one of another kind
+                if run_checkpoints.whole_other(ckpt_path) is None:  # cut off, not a whole one of another kind
                     what += (
                         " (cut off by a copy or a full disk? another checkpoint of the run, last or best, may be whole)"
                     )

@@ -240,7 +240,7 @@ def read_export_source(src: str | Path) -> Any:
         if holds_code(err, path):  # code in the file, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
         # the hint for a file that starts as torch's (its zip, a pickle) and breaks off, not for a text file
-        hint = " (cut off by a copy or a full disk?)" if starts_as_torch(path) and not whole_other(path) else ""
+        hint = " (cut off by a copy or a full disk?)" if starts_as_torch(path) and whole_other(path) is None else ""
         raise ModelFileError(f"{src}: not a checkpoint or model file: {torch_unreadable(path)}{hint}") from None
     state = data.get("state_dict") if isinstance(data, dict) else None
     if isinstance(state, dict) and (bad := not_finite(state)):  # a diverged run's: exported or averaged, exit 0,

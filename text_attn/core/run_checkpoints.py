@@ -53,7 +53,8 @@ def whole_other(path: str | Path) -> str | None:
     """What a file that starts as torch's (:func:`starts_as_torch`) is where it is whole and not torch's: a zip
     archive without torch's data.pkl, or one pickle that ends where the file does (torch.save's own zip holds its
     pickle inside; its old format is several pickles in a row); None for anything else, a file cut off among them
-    ("cut off by a copy or a full disk?" was said of a whole pickle.dump of a dict). Walked, never unpickled."""
+    ("cut off by a copy or a full disk?" was said of a whole pickle.dump of a dict); "" (not told) for a pickle over
+    WALKED bytes, not walked. Walked, never unpickled."""
     import io
     import pickletools
     import zipfile
@@ -71,8 +72,8 @@ def whole_other(path: str | Path) -> str | None:
                 return None
             f.seek(0)
             data = f.read(WALKED + 1)
-        if len(data) > WALKED:  # a large one (an old torch.save's, most likely): not walked, not told
-            return None
+        if len(data) > WALKED:  # a large one: not walked, and not called cut off either
+            return ""
         # from memory: a damaged length field (2**62 bytes) asks a file for that much, and BytesIO gives what it has
         walked = io.BytesIO(data)
         for opcode, _, _ in pickletools.genops(walked):

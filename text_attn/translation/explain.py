@@ -359,14 +359,26 @@ def evidence_of(translator: Translator, translation: Any) -> Evidence:
     evidence = join_grids([e.evidence for e in found], lengths, fold_end=False)  # an end's drop: no stop's to add to
     # each token's agreement over the units its row shows, its own sentence's (it was its sentence's with its own
     # end, unlike the row drawn: 0.6 beside a shown row whose tau is 1.0)
-    agreement, r, c = [], 0, 0
-    for i, (e, s) in enumerate(zip(found, lengths, strict=True)):
-        shown = s + 1 if i == len(found) - 1 else s
+    agreement, r = [], 0
+    for rows, c, shown in row_spans(translation):
         agreement += [kendall_tau(attention[r + t, c : c + shown], evidence[r + t, c : c + shown])
-                      for t in range(len(e.tokens))]  # fmt: skip
-        r, c = r + len(e.tokens), c + s
+                      for t in range(rows)]  # fmt: skip
+        r += rows
     return Evidence([t for e in found for t in e.tokens], [t for p in pieces for t in p.source] + [EOS], attention,
                     evidence, agreement)  # fmt: skip
+
+
+def row_spans(translation: Any) -> list[tuple[int, int, int]]:
+    """Per sentence of a line translated sentence by sentence (``translation.pieces``; one: the whole line): (its
+    output rows, its first source column, the columns its rows show: its source tokens, and the end for the last
+    sentence alone). A token's agreement is over these (:func:`evidence_of`, the --html page's views)."""
+    pieces = getattr(translation, "pieces", None) or [translation]
+    spans, c = [], 0
+    for i, p in enumerate(pieces):
+        s = len(p.source)
+        spans.append((len(p.tokens), c, s + 1 if i == len(pieces) - 1 else s))
+        c += s
+    return spans
 
 
 def translation_evidence(translator: Translator, source: list[str], tokens: list[str]) -> Evidence:
