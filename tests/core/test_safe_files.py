@@ -60,6 +60,14 @@ out = sys.argv[1]
 """
 
 
+def _signalled(body: str, out, name: str = "SIGTERM"):
+    """SIGNALLED with ``body`` run in a fresh Python, ``out`` its output: the finished process."""
+    import subprocess
+
+    script = SIGNALLED.format(name=name, body=body)
+    return subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
 @pytest.mark.parametrize(
     "body",
@@ -80,12 +88,9 @@ def test_a_termination_signal_mid_write_removes_the_temporary_file_and_keeps_the
     """At their default, SIGTERM and SIGHUP end a process without running ``finally``: a killed export left its
     temporary file behind, up to the model's size, and a killed ``caption --html`` its page's, MBs. While an output is
     written they remove it as they end the process: one line, 128 + the signal's number."""
-    import subprocess
-
     out = tmp_path / "model.pt"
     out.write_text("old")
-    script = SIGNALLED.format(name=name, body=body.format(name=name) + "\nprint('not reached')")
-    proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=60)
+    proc = _signalled(body.format(name=name) + "\nprint('not reached')", out, name)
     number = getattr(__import__("signal"), name)
     assert proc.returncode == 128 + number and "not reached" not in proc.stdout, proc.stderr
     assert proc.stderr.strip().endswith(f"{name} while writing {out}: not written (a file there before is as it was)")
@@ -94,9 +99,7 @@ def test_a_termination_signal_mid_write_removes_the_temporary_file_and_keeps_the
 
 def test_a_termination_signal_as_the_temporary_file_is_made_removes_it(tmp_path):
     """A SIGTERM between the temporary file's making and its listing for removal (1 of 7 kills timed at its making, in
-    an audit) ended the process at the default and left the file: the signal is held back until it is listed."""
-    import subprocess
-
+    an audit) ended the process at the default and left the file: it is listed before it is made."""
     out = tmp_path / "model.pt"
     body = (  # the signal the moment the file is made (a thread beside: the handler runs at once, not after a mask)
         "import threading\nthreading.Thread(target=threading.Event().wait, daemon=True).start()\n"
@@ -106,8 +109,7 @@ def test_a_termination_signal_as_the_temporary_file_is_made_removes_it(tmp_path)
         "os.open = made_then_killed\n"
         "with atomic_output(out) as tmp:\n    print('not reached')"
     )
-    script = SIGNALLED.format(name="SIGTERM", body=body)
-    proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=60)
+    proc = _signalled(body, out)
     assert proc.returncode == 143 and "not reached" not in proc.stdout, proc.stderr
     assert proc.stderr.strip().endswith(f"SIGTERM while writing {out}: not written (a file there before is as it was)")
     assert list(tmp_path.iterdir()) == []
@@ -135,8 +137,6 @@ def test_an_output_ending_in_a_slash_is_refused(tmp_path):
 def test_a_process_forked_while_a_file_is_written_leaves_it_alone(tmp_path):
     """A loader's worker forked while the page is written inherits the handler: a SIGTERM to it (the loader's own
     shutdown sends one) ends it as the default does, and the page's temporary file stays for the run that writes it."""
-    import subprocess
-
     out = tmp_path / "page.html"
     body = (
         "page = HtmlPage(out, 'photos')\n"
@@ -145,8 +145,7 @@ def test_a_process_forked_while_a_file_is_written_leaves_it_alone(tmp_path):
         "print(os.waitpid(pid, 0)[1] == signal.SIGTERM, len(os.listdir(os.path.dirname(out))))\n"
         "page.close()"
     )
-    script = SIGNALLED.format(name="SIGTERM", body=body)
-    proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=60)
+    proc = _signalled(body, out)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "True 1\n", "")  # killed by the signal; the file kept
     assert "</html>" in out.read_text() and [p.name for p in tmp_path.iterdir()] == ["page.html"]
 
