@@ -432,11 +432,8 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one line
                 if run_checkpoints.holds_code(err, ckpt_path):  # as AtomicCheckpointIO says it
                     raise CheckpointRefused(f"{ckpt_path}: {CODE_REFUSED}") from None
-                what = run_checkpoints.torch_unreadable(ckpt_path)
-                if run_checkpoints.whole_other(ckpt_path) is None:  # cut off, not a whole one of another kind
-                    what += (
-                        " (cut off by a copy or a full disk? another checkpoint of the run, last or best, may be whole)"
-                    )
+                hint = " (cut off by a copy or a full disk? another checkpoint of the run, last or best, may be whole)"
+                what = run_checkpoints.torch_unreadable(ckpt_path, hint)
                 raise ValueError(f"--ckpt_path {ckpt_path}: not a training checkpoint: {what}") from None
             if not isinstance(ckpt, dict) or "pytorch-lightning_version" not in ckpt:
                 raise ValueError(

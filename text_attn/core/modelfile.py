@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import missing, one_line
-from text_attn.core.run_checkpoints import CODE_REFUSED, holds_code, starts_as_torch, torch_unreadable, whole_other
+from text_attn.core.run_checkpoints import CODE_REFUSED, holds_code, starts_as_torch, torch_unreadable
 from text_attn.core.safe_files import OutputRefused, hold_outputs, inert, refuse_overlap, write_bytes
 
 
@@ -240,8 +240,8 @@ def read_export_source(src: str | Path) -> Any:
         if holds_code(err, path):  # code in the file, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
         # the hint for a file that starts as torch's (its zip, a pickle) and breaks off, not for a text file
-        hint = " (cut off by a copy or a full disk?)" if starts_as_torch(path) and whole_other(path) is None else ""
-        raise ModelFileError(f"{src}: not a checkpoint or model file: {torch_unreadable(path)}{hint}") from None
+        hint = " (cut off by a copy or a full disk?)" if starts_as_torch(path) else ""
+        raise ModelFileError(f"{src}: not a checkpoint or model file: {torch_unreadable(path, hint)}") from None
     state = data.get("state_dict") if isinstance(data, dict) else None
     if isinstance(state, dict) and (bad := not_finite(state)):  # a diverged run's: exported or averaged, exit 0,
         raise ModelFileError(f"{src}: {bad}")  # it captioned "yellow yellow ..." and translated empty lines

@@ -38,15 +38,17 @@ warnings.filterwarnings("ignore", message="Detected pickle protocol", category=U
                         module=r"torch\._weights_only_unpickler")  # fmt: skip
 
 
-def torch_unreadable(path: str | Path) -> str:
+def torch_unreadable(path: str | Path, cut_off: str = "") -> str:
     """What a file torch cannot load is, for a checkpoint's or model file's refusal: its size, not the exception's
     name (RuntimeError, KeyError, EOFError said nothing), and what it is where it is whole but not torch's
-    (:func:`whole_other`)."""
+    (:func:`whole_other`); ``cut_off`` (a hint, " (cut off by ...?)") follows where it is not such a file: the
+    file walked once (a 17 MB pickle took 2.4 s)."""
     size = Path(path).stat().st_size
-    if size == 0:
-        return "an empty file"
-    other = whole_other(path)
-    return f"{size:,} bytes, {other}" if other else f"{size:,} bytes that torch cannot read as one"
+    other = whole_other(path) if size else None
+    if other:
+        return f"{size:,} bytes, {other}"
+    said = "an empty file" if size == 0 else f"{size:,} bytes that torch cannot read as one"
+    return said + (cut_off if other is None else "")
 
 
 def whole_other(path: str | Path) -> str | None:
