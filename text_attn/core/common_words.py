@@ -53,11 +53,14 @@ def other_language(lines: Iterable[str], given: str) -> str | None:
     return None
 
 
-def language_notes(sides: dict[str, tuple[str | None, list[str]]]) -> list[str]:
-    """The notes on a corpus's language codes (``sides``: "source" / "target" -> (the code given, a sample of its
-    sentences, SAMPLE of them: the caller's cut)): a code whose side reads clearly as another of COMMON's languages
-    (columns or codes swapped), and a language's name typed for its code ("german" for de)."""
-    notes = []
+def languages_read(sides: dict[str, tuple[str | None, list[str]]]) -> tuple[list[str], dict[str, str | None]]:
+    """A corpus's language codes, each side looked at once (``sides``: "source" / "target" -> (the code given, a
+    sample of its sentences, SAMPLE of them: the caller's cut)) -> (the notes on them, the code each side is recorded
+    with). Noted: a code whose side reads clearly as another of COMMON's languages (columns or codes swapped), and a
+    language's name typed for its code ("german" for de). Recorded: the code given (a name typed: its code), or the
+    language the side clearly reads as (:func:`other_language`): data.src_lang en given for German sources was
+    recorded, and ``translate`` then called German input "unlike the English text" the model learned from."""
+    notes, recorded = [], {}
     for side, (code, lines) in sides.items():
         flag = "data.src_lang" if side == "source" else "data.tgt_lang"
         if code and code.lower() in TYPED_NAMES:
@@ -68,17 +71,19 @@ def language_notes(sides: dict[str, tuple[str | None, list[str]]]) -> list[str]:
             notes.append(f"the {side} sentences read as {NAMES[found]}, not {NAMES[code]} as {flag} {code} says (their "
                          f"common words are {NAMES[found]}'s): columns or codes swapped? The model file records "
                          f"{NAMES[found]}, what they read as")  # fmt: skip
-    return notes
+            code = found
+        recorded[side] = code
+    return notes, recorded
+
+
+def language_notes(sides: dict[str, tuple[str | None, list[str]]]) -> list[str]:
+    """The notes of :func:`languages_read`."""
+    return languages_read(sides)[0]
 
 
 def read_as(code: str | None, lines: list[str]) -> str | None:
-    """The language code a corpus side is recorded with: ``code`` as given (a language's name typed for it: its
-    code), or the language its ``lines`` clearly
-    read as where that is another of COMMON's (:func:`other_language`): data.src_lang en given for German sources
-    was recorded, and ``translate`` then called German input "unlike the English text" the model learned from."""
-    if code and code.lower() in TYPED_NAMES:  # "german" typed for de: recorded as its code, as its note says
-        code = TYPED_NAMES[code.lower()]
-    return (other_language(lines, code) if code else None) or code
+    """The code one side is recorded with (:func:`languages_read`)."""
+    return languages_read({"source": (code, lines)})[1]["source"]
 
 
 UNSPACED_LEAST = 20  # sentences looked at before a text is said to be written without spaces

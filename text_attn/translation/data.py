@@ -36,7 +36,7 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler
 from text_attn.core.attention_supervision import dense_targets
 from text_attn.core.batching import LengthBatchSampler, ResumableBatches, overfits, train_order
 from text_attn.core.casing import composed
-from text_attn.core.common_words import SAMPLE, language_notes, read_as, unspaced
+from text_attn.core.common_words import SAMPLE, languages_read, unspaced
 from text_attn.core.data_note import note_facts
 from text_attn.core.ranks import say
 from text_attn.core.safe_files import inert
@@ -301,10 +301,10 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         texts = self._load_texts()
         sample = texts["train"][:SAMPLE]  # a corpus's first pairs: enough to tell its languages
         sides = {"source": (hp.src_lang, [s for s, _ in sample]), "target": (hp.tgt_lang, [t for _, t in sample])}
-        for note in language_notes(sides):
-            say(f"text data: note: {note}")
         # each side's language as its text reads (data.src_lang en for German sources is recorded as German)
-        self.languages = {side: read_as(code, lines) for side, (code, lines) in sides.items()}
+        notes, self.languages = languages_read(sides)
+        for note in notes:
+            say(f"text data: note: {note}")
         lang = self.languages["source"]  # the run's own check names it (translate --model-info, the pages' lang)
         if self._start is not None and self._start.check is not None:  # read whether data.src_lang is given or not
             started = _start_language(self._start, [s for s, _ in texts["train"]], hp.task)
