@@ -608,6 +608,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         return self._loader("test", train=False)
 
 
+def _as_read(text: str) -> str:
+    """A side of a pair as the codecs read it: composed (NFC), invisible characters out, runs of white space one."""
+    return " ".join(composed(text).split())
+
+
 def _without_repeats(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Each (source, target) pair once, at its first line, with one note counting the repeats left out. Tatoeba and
     Anki exports repeat lines: a repeated pair landed in train and in val or test (200 lines, 100 of them repeats: 19
@@ -616,7 +621,7 @@ def _without_repeats(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     # decomposed, "Ein  Mann" were other pairs here, the same tokens in train and test)
     first = {}
     for pair in pairs:  # insertion order: the first occurrence stays, the split repeats with the seed
-        first.setdefault(tuple(" ".join(composed(side).split()) for side in pair), pair)
+        first.setdefault(tuple(_as_read(side) for side in pair), pair)
     kept = list(first.values())
     if len(kept) < len(pairs):
         say(f"text data: note: left out {len(pairs) - len(kept)} repeated pair(s) (a pair written on more than one "
@@ -631,7 +636,7 @@ SAME_SIDES = 0.05  # a share of pairs the same on both sides that is noted: a na
 def _same_sides_note(pairs: list[tuple[str, str]], where: str) -> None:
     """One note where at least SAME_SIDES of the pairs have the same text on both sides (as the codecs read it): one
     file given for both sides, or a column of copies, trained a model to copy its input, unsaid."""
-    same = sum(" ".join(composed(s).split()) == " ".join(composed(t).split()) for s, t in pairs)
+    same = sum(_as_read(s) == _as_read(t) for s, t in pairs)
     if pairs and same >= SAME_SIDES * len(pairs):
         share = (
             "every pair has"
