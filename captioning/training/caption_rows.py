@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 from captioning.model.reading import caption_tokens
-from text_attn.core.safe_files import SEMICOLONS, inert, reads_as_csv, spans_note, table_rows, text_lines
+from text_attn.core.safe_files import (
+    SEMICOLONS,
+    empty_rows_note,
+    inert,
+    reads_as_csv,
+    spans_note,
+    table_rows,
+    text_lines,
+)
 
 # a captions file's header line, as a spreadsheet or pandas writes one: its two columns' names
 _HEADER_NAMES = frozenset("image images image_name image_id img file filename file_name photo path name id".split())
@@ -89,8 +97,7 @@ def caption_rows(
             name = name[1:-1].replace('""', '"')
         yield CaptionRow(n, name, caption.strip(), words)
     if empty:
-        note(f"{inert(path)}: {len(empty)} line(s) have only empty columns (first: line {empty[0]}): skipped, as blank "
-             "lines are")  # fmt: skip
+        note(f"{inert(path)}: {empty_rows_note(empty)}")
     if wide:
         split = "a comma outside quotes splits it" if comma else "a tab typed inside a caption splits it"
         note(f"{inert(path)}: {len(wide)} line(s) have more than two columns (first: line {wide[0]}): the first is the "

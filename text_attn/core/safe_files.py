@@ -893,6 +893,12 @@ def table_rows(
         raise error(reader.line_num, f"not CSV as read: {exc}") from None
 
 
+def empty_rows_note(lines: list[int]) -> str:
+    """What the rows of a table file whose columns are all empty (``lines``: their numbers; a spreadsheet's empty row,
+    "  <TAB>  ") are, for a reader's note: skipped as blank lines are, counted (201 lines gave 200 pairs, unsaid)."""
+    return f"{len(lines)} line(s) have only empty columns (first: line {lines[0]}): skipped, as blank lines are"
+
+
 def spans_note(spans: list[tuple[int, int]]) -> str:
     """What the CSV rows of more than one line (``table_rows``' ``spans``) mean, for a reader's note: a spreadsheet's
     cell with a line break, or one stray quote, which joins every line up to the next quote into one field (other

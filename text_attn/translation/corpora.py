@@ -20,6 +20,7 @@ from text_attn.core.safe_files import (
     SEMICOLONS,
     UTF16_BOMS,
     UTF16_SAID,
+    empty_rows_note,
     inert,
     line_break,
     reads_as_csv,
@@ -147,8 +148,7 @@ def read_tsv_text(
     if spans:
         say(f"text data: {inert(str(path))}: {spans_note(spans)}")
     if empty_rows:
-        say(f"text data: {inert(str(path))}: {len(empty_rows)} line(s) have only empty columns (first: line "
-            f"{empty_rows[0]}): skipped, as blank lines are")  # fmt: skip
+        say(f"text data: {inert(str(path))}: {empty_rows_note(empty_rows)}")
     if not out:
         raise TaskError(f"{path}: no sentence pairs")
     if len(widths) > 1:
