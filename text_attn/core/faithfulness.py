@@ -131,6 +131,23 @@ def kendall_tau(x: Tensor, y: Tensor) -> float:
     return kendall_taus(x.unsqueeze(0), y.unsqueeze(0))[0]
 
 
+def span_taus(x: Tensor, y: Tensor, spans: Sequence[tuple[int, int, int]]) -> list[list[float]]:
+    """:func:`kendall_taus` of each row of each of ``x``'s grids (N, T, S) (views of one grid: a Transformer's layers
+    and heads) against the same row of ``y`` (T, S), each row over its own columns: ``spans``, in row order, (rows,
+    first column, columns) (a line translated sentence by sentence: each sentence's rows over its own source) ->
+    per grid its T taus. A translation's agreement and its page's views read one computation."""
+    n, t = x.size(0), x.size(1)
+    out = [[math.nan] * t for _ in range(n)]
+    r = 0
+    for rows, c, shown in spans:  # every grid's rows of a span at once
+        block = x[:, r : r + rows, c : c + shown].reshape(-1, shown)  # (N x rows, shown)
+        for k, tau in enumerate(kendall_taus(block, y[r : r + rows, c : c + shown].repeat(n, 1))):
+            grid, row = divmod(k, rows)
+            out[grid][r + row] = tau
+        r += rows
+    return out
+
+
 def kendall_taus(x: Tensor, y: Tensor) -> list[float]:
     """:func:`kendall_tau` of each row pair of ``x`` and ``y`` (N, S) at once (NaN for a row where either is
     constant): a page's hundreds of taus in one pass, not one call each."""

@@ -352,18 +352,14 @@ def evidence_of(translator: Translator, translation: Any) -> Evidence:
     found = [translation_evidence(translator, list(p.source), list(p.tokens)) for p in pieces]
     if len(found) == 1:
         return found[0]
-    from text_attn.core.faithfulness import kendall_tau
+    from text_attn.core.faithfulness import span_taus
 
     lengths = [len(p.source) for p in pieces]
     attention = join_grids([e.attention for e in found], lengths)
     evidence = join_grids([e.evidence for e in found], lengths, fold_end=False)  # an end's drop: no stop's to add to
     # each token's agreement over the units its row shows, its own sentence's (it was its sentence's with its own
     # end, unlike the row drawn: 0.6 beside a shown row whose tau is 1.0)
-    agreement, r = [], 0
-    for rows, c, shown in row_spans(translation):
-        agreement += [kendall_tau(attention[r + t, c : c + shown], evidence[r + t, c : c + shown])
-                      for t in range(rows)]  # fmt: skip
-        r += rows
+    (agreement,) = span_taus(attention[None], evidence, row_spans(translation))
     return Evidence([t for e in found for t in e.tokens], [t for p in pieces for t in p.source] + [EOS], attention,
                     evidence, agreement)  # fmt: skip
 
