@@ -164,9 +164,11 @@ class ResumableBatches:
         shuffles them otherwise: a resume mid-epoch trained 45-62 of 320 samples twice and as many never, unsaid."""
         if not getattr(self, "streams", False):
             return None
-        from text_attn.core.streaming import train_layout
+        if getattr(self, "_train_layout", None) is None:  # read once: every checkpoint saved asked for it again
+            from text_attn.core.streaming import train_layout
 
-        return train_layout(self.hparams.root)
+            self._train_layout = train_layout(self.hparams.root)
+        return self._train_layout
 
     def _held_out_digest(self) -> str | None:
         names = self.held_out() if getattr(self, "splits", None) else None
