@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from text_attn.core.safe_files import inert
+from text_attn.core.safe_files import ends_in_slash, inert
 
 
 def and_more(first: Sequence[object], count: int) -> str:
@@ -194,7 +194,7 @@ def new_file(text: str) -> Path:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
-    if text.endswith(("/", os.sep)):  # Path drops the slash: a file of that name was written, or replaced
+    if ends_in_slash(text):  # Path drops the slash: a file of that name was written, or replaced
         raise argparse.ArgumentTypeError(f"{text} ends in a slash, a folder's name: give a file path")
     if not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {path.parent} does not exist")

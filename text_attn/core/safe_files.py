@@ -88,11 +88,16 @@ def check_output(path: str | Path) -> None:
         raise OutputRefused(f"{path} is also an input ({_protected[(st.st_dev, st.st_ino)]}): it is not written")
 
 
+def ends_in_slash(path: str | Path) -> bool:
+    """Whether an output was typed with a slash at its end (``out/``, ``victim.pt/``), a folder's name: Path drops
+    the slash, and a file ``out`` was written (a later ``mkdir out`` failed), an existing ``victim.pt`` replaced,
+    exit 0 (the root, "/", aside: it is a folder)."""
+    return isinstance(path, str) and path.endswith(("/", os.sep)) and bool(path.strip("/" + os.sep))
+
+
 def _slash_refused(path: str | Path) -> None:
-    """OutputRefused for an output typed with a slash at its end (``out/``, ``victim.pt/``), a folder's name: Path
-    drops the slash, and a file ``out`` was written (a later ``mkdir out`` failed), an existing ``victim.pt``
-    replaced, exit 0."""
-    if isinstance(path, str) and path.endswith(("/", os.sep)) and path.strip("/" + os.sep):
+    """OutputRefused for an output typed with a slash at its end (:func:`ends_in_slash`)."""
+    if ends_in_slash(path):
         raise OutputRefused(f"{path} is a folder: give a file path" if os.path.isdir(path) else
                             f"{path} ends in a slash, a folder's name: give a file path")  # fmt: skip
 
