@@ -120,6 +120,17 @@ def fused_adam_allowed(trainer: pl.Trainer | None) -> bool:
     return not (mixed and (getattr(trainer, "gradient_clip_val", None) or 0) > 0)
 
 
+def idle_encoder(encoder_lr: float, fine_tune: str | None) -> str | None:
+    """The line refusing a fit whose encoder stages are fine-tuned at rate 0 (None: it learns): it ran the stages'
+    backward every step, learned nothing, and the model file said its encoder was fine-tuned on captions. Validate and
+    test of such a run's checkpoint train nothing: they go on."""
+    if encoder_lr != 0 or fine_tune in (None, "none"):
+        return None
+    return (f"model.encoder_lr 0 with model.encoder.fine_tune {fine_tune}: the encoder would compute its gradients "
+            "every step and learn nothing; freeze it with --model.encoder.fine_tune none, or give a positive "
+            "encoder_lr")  # fmt: skip
+
+
 class CaptionModule(RunState, pl.LightningModule):
     command = "caption-train"
 
@@ -242,14 +253,16 @@ class CaptionModule(RunState, pl.LightningModule):
             )
         return Captioner.read_start(name, self.hparams.init_member)
 
+    @staticmethod
+    def refuse_fit(options) -> str | None:
+        """caption-train's line refusing a fit of these parsed options (a jsonargparse Namespace, a resumed
+        checkpoint's settings in), said before the data is read or the trainer made (text_attn.core.lightning_cli);
+        None: the fit goes on."""
+        return idle_encoder(options.get("model.encoder_lr"), options.get("model.encoder.fine_tune"))
+
     def setup(self, stage: str | None = None) -> None:
-        tuned = self.encoder_config.fine_tune
-        if stage == "fit" and self.hparams.encoder_lr == 0 and tuned != "none":  # it ran the stage's backward every
-            # step, learned nothing, and the model file said its encoder was fine-tuned on captions (validate and
-            # test of such a run's checkpoint train nothing: they go on)
-            raise ValueError(f"model.encoder_lr 0 with model.encoder.fine_tune {tuned}: the encoder would compute its "
-                             "gradients every step and learn nothing; freeze it with --model.encoder.fine_tune none, "
-                             "or give a positive encoder_lr")  # fmt: skip
+        if stage == "fit" and (idle := idle_encoder(self.hparams.encoder_lr, self.encoder_config.fine_tune)):
+            raise ValueError(idle)  # a Trainer of the caller's own: caption-train said it before the data was read
         self.use_cpu_threads(self.hparams.cpu_threads)  # torch's own count again after the run (teardown)
         if self.model is None:
             vocab = getattr(self.trainer.datamodule, "vocab", None)

@@ -276,18 +276,20 @@ def test_rates_and_widths_out_of_range_are_refused_by_name(main, args, message, 
 
 
 @pytest.mark.long  # a fit and a validate: ~5 s
-def test_an_encoder_fine_tuned_at_rate_0_is_refused_for_fit_alone(capsys, cli_run_in_tmp, tmp_path):
+def test_an_encoder_fine_tuned_at_rate_0_is_refused_for_fit_alone(capsys, caplog, cli_run_in_tmp, tmp_path):
     """The stage ran its backward every step and learned nothing, and the model file said "fine-tuned on captions";
-    validate and test of such a run's checkpoint train nothing and go on."""
+    validate and test of such a run's checkpoint train nothing and go on. Refused before the trainer is made or the
+    data read (it came after the Trainer's lines and the data's notes, and under DDP from every process)."""
     config = str(Path(__file__).parent.parent / "fixtures" / "captions" / "tiny_shapes.yaml")
     args = ["--config", config, "--model.encoder.fine_tune", "last", "--model.encoder_lr", "0"]
-    with pytest.raises(SystemExit) as exc:
+    with caplog.at_level(logging.INFO), pytest.raises(SystemExit) as exc:
         caption_train(["fit", *args])
     from captioning.commands.train import caption_train_cli
 
-    said = capsys.readouterr().err.strip().splitlines()[-1]
+    said = capsys.readouterr().err
     assert exc.value.code == 2, said
     assert said.startswith("caption-train: error: model.encoder_lr 0 with model.encoder.fine_tune last: the encoder")
+    assert said.count("\n") == 1 and not [r for r in caplog.records if "available" in r.getMessage()]
     fit = caption_train_cli(["fit", "--config", config, "--model.encoder.fine_tune", "last"])
     path = tmp_path / "last.ckpt"
     fit.trainer.save_checkpoint(path)

@@ -278,6 +278,9 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             if self.subcommand == "fit":
                 _refuse_no_training(prog, node)
                 _refuse_half_weights(prog, node)
+                refusal = getattr(self.model_class, "refuse_fit", None)  # a family's own (CaptionModule.refuse_fit)
+                if refusal is not None and (line := refusal(node)):
+                    fail(prog, line)
             if unread is None:
                 return
             config = node.as_dict()
