@@ -372,15 +372,19 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
     def photos_read(self) -> str | None:
         """For your photos (a folder, a Karpathy JSON; read, not streamed from chunks), each split's photos and
         captions in words ("10 train photos (50 captions), 1 val, 1 test"; the photos mixed into train, data.mix_*,
-        counted apart): fit says it as it starts and the model file records it (``photos:``). None for other data."""
-        if self.hparams.source not in ("folder", "karpathy") or self.streams or "train" not in self.splits:
+        counted apart): fit says it as it starts and the model file records it (``photos:``). Flickr8k's too where a
+        data.train_size / val_size / test_size cut its split (a model fine-tuned on 64 of its photos said "trained on:
+        Flickr8k" alone). None for other data."""
+        hp = self.hparams
+        cut = hp.source == "flickr8k" and any(n is not None for n in (hp.train_size, hp.val_size, hp.test_size))
+        if (hp.source not in ("folder", "karpathy") and not cut) or self.streams or "train" not in self.splits:
             return None
         train = self.splits["train"]
         own = len(train.images) - self.mixed
         captions = sum(len(refs) for refs in train.references[:own])
         held = ", ".join(f"{len(self.splits[s].images):,} {s}" for s in ("val", "test") if s in self.splits)
         mixed = f" and {self.mixed:,} mixed in" if self.mixed else ""
-        return f"{own:,} train photos ({captions:,} captions){mixed}, {held}"
+        return f"{own:,} train photo{'s' * (own != 1)} ({captions:,} caption{'s' * (captions != 1)}){mixed}, {held}"
 
     @property
     def mixed_facts(self) -> dict[str, str]:

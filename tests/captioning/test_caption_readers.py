@@ -112,6 +112,19 @@ def test_data_module_reads_flickr8k_source(tmp_path):
         CaptionDataModule(source="flickr8k").setup("fit")
 
 
+def test_a_flickr8k_run_on_part_of_its_split_says_and_records_how_many_photos(tmp_path):
+    """A model fine-tuned on 64 of Flickr8k's photos said "trained on: Flickr8k" alone (--model-info): where
+    data.train_size / val_size / test_size cut the split, fit says the counts and the model file records them."""
+    root = str(write_original(tmp_path / "f8k"))
+    whole = CaptionDataModule(source="flickr8k", root=root, min_freq=1)
+    whole.setup("fit")
+    assert whole.photos_read is None  # the standard split whole: "Flickr8k" says it
+    cut = CaptionDataModule(source="flickr8k", root=root, min_freq=1, train_size=1)
+    cut.setup("fit")
+    captions = len(cut.splits["train"].references[0])
+    assert captions == 2 and cut.photos_read == "1 train photo (2 captions), 1 val, 1 test"
+
+
 def test_a_kaggle_copy_without_split_files_says_its_random_split_is_not_the_standard_one(tmp_path, capsys):
     """Kaggle's Flickr8k drew a random split silently: its "test" photos were mostly standard train photos, on which
     the bundled model scored CIDEr-D 179 against 62, and stderr said only how many lines were skipped."""
