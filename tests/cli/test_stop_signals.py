@@ -89,6 +89,23 @@ def test_sigterm_to_the_command_mid_step_exits_143_with_last_saved_at_that_step(
     assert last_ckpt(tmp_path / "b")["global_step"] == 7
 
 
+@pytest.mark.long
+def test_a_sigterm_before_the_training_loop_exits_143_with_one_line(tmp_path, cli_run_in_tmp, capsys, caplog,
+                                                                  monkeypatch, _int_handler):  # fmt: skip
+    """Before Lightning's loop takes the signals (on_fit_start: caption-train caches its photos' features there,
+    minutes), a SIGTERM ended the process at once, exit 143 without a line; it stops as Ctrl-C does, said once (not
+    beside Lightning's "Detected KeyboardInterrupt")."""
+    cfg = str(resumable_config(tmp_path, "text", every=5))
+    monkeypatch.setattr(TranslationModule, "on_fit_start", lambda self: os.kill(os.getpid(), signal.SIGTERM))
+    with caplog.at_level("INFO"), pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 143, err
+    assert err.strip().splitlines()[-1] == "text-train: interrupted at step 0; no last.ckpt was written yet"
+    assert "KeyboardInterrupt" not in err + caplog.text and "Traceback" not in err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the run's stand-in given back
+
+
 def _resumed_as_uninterrupted(cfg: str, options: list[str], **compared) -> None:
     """The stopped run in ``b`` resumed with ``--ckpt_path last`` to the end has the weights of the same fit run
     uninterrupted in ``a`` (``options``: the fit's; ``compared``: assert_same_weights' options)."""

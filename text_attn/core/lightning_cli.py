@@ -48,6 +48,7 @@ from text_attn.core.errors import WriteError, fail, one_line, unrecognized
 from text_attn.core.ranks import first_process, say
 from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
 from text_attn.core.safe_files import inert, inert_streams
+from text_attn.core.sigterm import Terminated, sigterm_interrupts
 from text_attn.core.unread_options import Unread, dotted, given_unread
 from text_attn.core.version import add_version
 
@@ -57,14 +58,15 @@ UnreadRules = Callable[[dict], list[Unread]]
 
 class _NoTips(logging.Filter):
     """Lightning's tips, and its "Seed set to N": the seed is in the run's config.yaml, and the line came before a bad
-    option's one-line error (two lines where every command says one)."""
+    option's one-line error (two lines where every command says one). Its "Detected KeyboardInterrupt, attempting
+    graceful shutdown ...": the run's own line says where it stopped (Interrupted), a SIGTERM's too."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = str(record.getMessage())
         # its handler's stream is the one of when Lightning was imported, not the run's inert one: the path of a
         # checkpoint restored ("Restoring states from ...") is made inert here
         record.msg, record.args = inert(text, lines=True), None
-        return "Tip:" not in text and not text.startswith("Seed set to ")
+        return "Tip:" not in text and not text.startswith(("Seed set to ", "\nDetected KeyboardInterrupt"))
 
 
 # the notices that say nothing about this run (warnings' message patterns)
@@ -314,12 +316,16 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             export = getattr(getattr(self.model, "hparams", None), "export_path", None)
             folders = unused_runs.missing_folders(unused_runs.run_folders(self.trainer, self.datamodule, export))
             try:
-                super()._run_subcommand(subcommand)
+                # a SIGTERM before Lightning's loop takes signals (the photos' features cached, minutes) ended the
+                # process at once, exit 143 without a line: it stops the run as Ctrl-C does there
+                with sigterm_interrupts(until_replaced=True):
+                    super()._run_subcommand(subcommand)
             except BaseException as exc:
                 self._give_back_export()
                 unused_runs.remove_unused(made)
                 unused_runs.remove_empty(folders)
-                if isinstance(exc, SystemExit) and getattr(self.trainer, "received_sigterm", False):
+                termed = isinstance(exc, SystemExit) and isinstance(exc.__context__, Terminated)  # Lightning's exit 1
+                if termed or isinstance(exc, SystemExit) and getattr(self.trainer, "received_sigterm", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand), code=143) from None
                 if isinstance(exc, SystemExit) and exc.code == 1 and getattr(self.trainer, "interrupted", False):
                     raise Interrupted(interrupted_line(self.trainer, subcommand)) from None
