@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from text_attn.core.modelfile import ModelFileError, load_model_file
+from text_attn.translation.checkpoint import trained_epoch
 from text_attn.translation.export import export_checkpoint, export_main
 from text_attn.translation.train_cli import text_train_cli
 from text_attn.translation.translate_cli import translate_main
@@ -57,6 +58,21 @@ def _one_error_line(capsys, exc, prog: str) -> str:
     assert exc.value.code == 2, err
     assert err.count("\n") == 1 and err.startswith(f"{prog}: error: ") and "Traceback" not in err, err
     return err.strip()
+
+
+def _saved(epoch: int, started: int) -> dict:
+    return {"epoch": epoch, "loops": {"fit_loop": {"epoch_progress": {"current": {"started": started}}}}}
+
+
+def test_a_checkpoint_is_said_by_the_epoch_its_weights_trained_in():
+    """Counted as the run's lines and the checkpoints' names count (best-epoch=0, "validated at step 4 (epoch 1)"):
+    the last.ckpt written as a 2-epoch fit ended holds epoch 2 and 2 epochs started (read off a real one), and
+    text-export said "epoch 2" of epoch 1's weights."""
+    assert trained_epoch(_saved(2, 2)) == 1  # written as the fit ended
+    assert trained_epoch(_saved(0, 1)) == 0  # best-epoch=0-step=2.ckpt, saved at its epoch's end
+    assert trained_epoch(_saved(3, 4)) == 3  # mid-epoch: the epoch in progress
+    assert trained_epoch({"epoch": 5}) == 5 and trained_epoch({"epoch": "5"}) is None  # no loops: Lightning's own
+    assert trained_epoch({"epoch": 5, "loops": None}) == 5
 
 
 def test_export_a_checkpoint_translates_like_the_trained_network(run, tmp_path, capsys):

@@ -43,11 +43,24 @@ def read_source(src: str | Path) -> tuple[dict[str, Any], str]:
         raise ModelFileError(f"{src}: not a text-train checkpoint (no model metadata, no '{PREFIX}*' weights)")
     if not state:
         raise ModelFileError(f"{src}: not a text-train checkpoint (no '{PREFIX}*' weights in its state_dict)")
-    where = [
-        f"{name} {data[k]}" for k, name in (("epoch", "epoch"), ("global_step", "step")) if type(data.get(k)) is int
-    ]
+    where = [f"{name} {n}" for name, n in (("epoch", trained_epoch(data)), ("step", data.get("global_step")))
+             if type(n) is int]  # fmt: skip
     what = "checkpoint" + (f" ({', '.join(where)})" if where else "")
     return check_parts(src, {**meta, "state_dict": state}, "text-train checkpoint", PREFIX), what
+
+
+def trained_epoch(data: dict[str, Any]) -> int | None:
+    """The epoch whose training made a checkpoint's weights, counted from 0 as the run's lines and the checkpoints'
+    names count it (``best-epoch=1``, "validated at step 4 (epoch 1)"): the epochs its fit loop started, less one.
+    Lightning's own ``epoch`` is that one in a save within or at the end of an epoch, and one more in the last.ckpt
+    written as the fit ends (text-export said "epoch 2" of epoch 1's weights)."""
+    try:
+        started = data["loops"]["fit_loop"]["epoch_progress"]["current"]["started"]
+    except (KeyError, TypeError):
+        started = None
+    if type(started) is int and started >= 1:
+        return started - 1
+    return data.get("epoch") if type(data.get("epoch")) is int else None
 
 
 def check_parts(src: str | Path, content: dict[str, Any], what: str, prefix: str = "") -> dict[str, Any]:
