@@ -166,8 +166,11 @@ def text_model(text: str) -> str:
 def text_models(text: str) -> str:
     """argparse type of comma-separated translation models (``--models transformer,M.pt``), each as
     :func:`text_model`."""
-    for name in text.split(","):
+    names = text.split(",")
+    for name in names:
         text_model(name)
+    if twice := sorted({n for n in names if names.count(n) > 1}):  # each model's rows and JSON are keyed by its name
+        raise argparse.ArgumentTypeError(f"{', '.join(twice)} named twice: each model once")
     return text
 
 
@@ -185,7 +188,7 @@ def check_corpus(p: argparse.ArgumentParser, option: str, root: Path, split: str
     each of ``langs``: checked before the work, and named by the option typed, not the config key (data.root). A split
     the user named (``split_option``, e.g. --splits): a missing one names that option."""
     if not root.is_dir():
-        p.error(f"{option} {root}: no such folder")
+        p.error(f"{option} {root}: {'not a folder' if root.exists() else 'no such folder'}")
     for lang in langs:
         if not any((root / f"{split}.{lang}{gz}").is_file() for gz in ("", ".gz")):
             said = f"neither {split}.{lang} nor {split}.{lang}.gz"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 from _multi30k import read_pair
-from _runs import markdown_table, record_json
+from _runs import check_corpus, markdown_table, record_json
 
 from text_attn.core.errors import new_file
 from text_attn.core.safe_files import write_text
@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         check_threshold(args.below, "--below")
     except ValueError as err:
         p.error(str(err))
+    # before the models load, named by the options typed (it said "ROOT: found neither nope.de nor nope.de.gz")
+    check_corpus(p, "--multi30k-root", args.multi30k_root, args.split, "de", "en", split_option="--split")
     torch.set_num_threads(args.threads)
     from text_attn.translation.translator import Translator
 

@@ -46,6 +46,10 @@ def refusals(tmp_path_factory) -> tuple[Path, dict[str, tuple[str, str]]]:
         "sharpness twice": ("attention_sharpness.py", ["--model", "b=flickr8k", "--model", "b=shapes"]),
         # an empty shell variable: every form ran (~13 minutes on the full set)
         "casing forms": ("casing.py", ["--data-root", str(tmp), "--forms", ""]),
+        # one model twice: translated twice, its rows and JSON keyed by the one name
+        "models twice": ("casing.py", ["--data-root", str(tmp), "--models", "transformer,bahdanau,transformer"]),
+        "unsure split": ("unsure_cost.py", ["--multi30k-root", str(tmp), "--split", "nope"]),
+        "root a file": ("wrapped_text.py", ["--data-root", str(tmp / "s.txt")]),  # said "no such folder"
     }  # fmt: skip
     return tmp, {name: (code, err) for name, (code, _, err) in run_cases(cases, timeout=120).items()}
 
@@ -73,6 +77,12 @@ def test_a_missing_model_or_data_root_is_one_line(refusals):
     said = "attention_sharpness.py: error: --model b=shapes: the name 'b' is given twice; give each model its own"
     assert _refused(refusals, "sharpness twice") == said
     assert _refused(refusals, "casing forms").startswith("casing.py: error: --forms is empty: give one or more of")
+    said = "casing.py: error: argument --models: transformer named twice: each model once"
+    assert _refused(refusals, "models twice") == said
+    assert (
+        _refused(refusals, "root a file")
+        == f"wrapped_text.py: error: --data-root {refusals[0] / 's.txt'}: not a folder"
+    )
 
 
 def test_an_output_in_a_missing_folder_is_refused_before_the_work(refusals, tmp_path):
