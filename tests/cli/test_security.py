@@ -6,6 +6,7 @@ not run leaves a marker file; files that must not change are compared byte for b
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 import subprocess
@@ -386,6 +387,20 @@ def test_model_info_and_file_names_reach_the_terminal_inert(tmp_path, capsys, ca
     lines = [line for line in err.strip().splitlines() if "--max-len" not in line]  # (and a note: cut off at 3)
     assert code == 1 and len(lines) == 2, lines
     assert lines[0].startswith(f"caption: error: {tmp_path}/empty\\x0afile.jpg: ") and "bad\\x0aname" in lines[1]
+
+
+@pytest.mark.parametrize("flag", [["--json"], ["--jsonl", "-"]])
+def test_records_on_stdout_stay_json_whatever_their_text_holds(flag, capsys, monkeypatch, text_model):
+    """json.dumps leaves DEL, C1 controls, the bidirectional overrides and lone surrogates raw; the inert stdout wrote
+    them as \\x85, which JSON has no escape for (a NEL in an input: json.load failed, exit 0). Written as JSON's
+    \\uXXXX: inert on a terminal and the same JSON value."""
+    odd = ["ein\x85hund", "ein \x7fmann \u202eläuft", "eine\x9b2Jfrau", f"x{ESCAPES}"]
+    code, out, err = _exit(translate_main, ["--model", str(text_model), *flag], capsys, "\n".join(odd) + "\n",
+                           monkeypatch)  # fmt: skip
+    assert code == 0, err
+    records = json.loads(out) if flag == ["--json"] else [json.loads(line) for line in out.splitlines()]
+    assert [r["source"] for r in records] == odd
+    assert not any(c in out for c in "\x1b\x07\x85\x7f\x9b\u202e")  # inert as it is
 
 
 @pytest.mark.long

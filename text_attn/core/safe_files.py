@@ -835,6 +835,15 @@ _ESCAPES.update(_SURROGATES)
 _INERT = str.maketrans(_ESCAPES)
 _INERT_LINES = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not in "\n\t"})
 _INERT_STREAM = str.maketrans({c: e for c, e in _ESCAPES.items() if chr(c) not in "\n\t\r"})
+# what json.dumps(ensure_ascii=False) leaves raw of them (DEL, C1, the overrides, lone surrogates: it escapes C0) as
+# JSON's own \uXXXX: an inert stream's \x85 in a record on stdout was not JSON (json.loads: "Invalid \escape")
+_JSON_INERT = str.maketrans({c: f"\\u{c:04x}" for c in _ESCAPES if c >= 0x7F})
+
+
+def json_inert(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) with the characters an inert stream would escape written
+    as JSON's escapes: the same JSON value, printed as it is (they occur in its strings only)."""
+    return text.translate(_JSON_INERT)
 
 
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # Windows' "Unicode" text, Excel's "Unicode Text": what UTF-16 files start with

@@ -8,6 +8,7 @@ import argparse
 import json
 from typing import Any
 
+from text_attn.core.safe_files import json_inert
 from text_attn.core.unsure import UNSURE
 from text_attn.translation.sentences import MARKS_NOTE
 from text_attn.translation.source_check import unseen_words_line
@@ -39,7 +40,7 @@ def record_lines(translator, args, progress, chunk, by_number, typed_lines, erro
             below = UNSURE if args.unsure is None else args.unsure  # a reading's unsure words: at 0.1 unless given
             record = input_record(translator, n, typed, tr, keep_case=args.keep_case, below=below,
                                   ranked=readings.get(n), evidence=found, n_best=args.n_best_given)  # fmt: skip
-        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+        lines.append(json_inert(json.dumps(record, ensure_ascii=False)) + "\n")  # JSON on an inert stdout too
     return "".join(lines)
 
 
