@@ -176,6 +176,23 @@ def test_keep_layout_writes_a_documents_translation_laid_out_as_it_was(capsys, m
     assert out == [alone[0], f"- {alone[1]}", f"- {alone[2]}"]
 
 
+def test_a_laid_out_output_is_not_resumed_and_a_line_runs_is_refused_for_its_options(capsys, monkeypatch, tmp_path):
+    """A --keep-layout file holds a paragraph over several lines: --resume counted its lines as paragraphs done and
+    skipped as many, exit 0. A line run's file resumed with --paragraphs was refused as holding more lines than
+    inputs, not for the option that tells why."""
+    laid, lines = tmp_path / "laid.txt", tmp_path / "lines.txt"
+    document = f"{PARAGRAPHS[1]}\n\nZwei Hunde spielen im Schnee\n- Ein Hund\n- Eine Katze\n\n{PARAGRAPHS[2]}\n"
+    assert _run(capsys, monkeypatch, ["--paragraphs", "--keep-layout", "--output", str(laid)], document)[0] == 0
+    assert json.loads((tmp_path / "laid.txt.run.json").read_text())["options"]["--keep-layout"] is True
+    written = laid.read_text()
+    laid.write_text("".join(written.splitlines(keepends=True)[:4]))  # stopped in its second paragraph
+    code, out, err = _run(capsys, monkeypatch, ["--paragraphs", "--output", str(laid), "--resume"], document)
+    assert code == 2 and err.startswith(f"translate: error: --resume: {laid} was written with --keep-layout"), err
+    assert _run(capsys, monkeypatch, ["--output", str(lines)], "Ein Hund.\nEine Katze.\nZwei Hunde.\n")[0] == 0
+    code, _, err = _run(capsys, monkeypatch, ["--paragraphs", "--output", str(lines), "--resume"], "Ein Hund.\n")
+    assert code == 2 and "--paragraphs not given (this run: given)" in err, err
+
+
 @pytest.mark.parametrize(("flags", "said"), [
     ([], "give --paragraphs too"), (["--paragraphs", "--n-best", "2"], "--n-best counts output lines"),
     (["--paragraphs", "--given", "A dog."], "--given counts output lines"),

@@ -31,12 +31,20 @@ def _digest(lines: list[str]) -> str:
     return hashlib.sha256(b"".join(json.dumps(line).encode() + b"\n" for line in lines)).hexdigest()
 
 
+def _state(lines: list[str]) -> dict:
+    """A record's ``inputs`` of ``lines``, by hand: their count, digest, and the digests of the first 1, 2, 4, ..."""
+    marks = {str(2**k): _digest(lines[: 2**k]) for k in range(len(lines).bit_length())}
+    return {"count": len(lines), "sha256": _digest(lines), "marks": marks}
+
+
 def test_the_digest_is_of_the_inputs_in_order_a_crlf_file_as_its_lines():
-    read = InputsRead({2})
-    for line in ["Ein Mann.\r", "Zwei\nHunde.", "x"]:
+    read = InputsRead({3})
+    for line in ["Ein Mann.\r", "Zwei\nHunde.", "x", "y", "z"]:
         read.add(line)
-    assert read.state() == {"count": 3, "sha256": _digest(["Ein Mann.", "Zwei\nHunde.", "x"])}
-    assert read.at == {0: _digest([]), 2: _digest(["Ein Mann.", "Zwei\nHunde."])}
+    lines = ["Ein Mann.", "Zwei\nHunde.", "x", "y", "z"]
+    assert read.state() == _state(lines) and sorted(read.state()["marks"]) == ["1", "2", "4"]
+    assert read.at == {0: _digest([]), 1: _digest(lines[:1]), 2: _digest(lines[:2]), 3: _digest(lines[:3]),
+                       4: _digest(lines[:4])}  # fmt: skip
     # a line's end cannot run two inputs into one: "a\nb" as one input is not "a" then "b"
     assert _digest(["a\nb"]) != _digest(["a", "b"])
 
@@ -52,7 +60,7 @@ def test_a_resume_of_other_inputs_is_refused_and_of_the_same_continued(model_fil
 
     assert run(LINES)[0] == 0
     whole = out.read_bytes()
-    assert json.loads(record.read_text())["inputs"] == {"count": 8, "sha256": _digest(LINES)}
+    assert json.loads(record.read_text())["inputs"] == _state(LINES)
     out.write_bytes(b"".join(whole.splitlines(keepends=True)[:4]))  # stopped after 4 inputs
     kept = json.loads(record.read_text())
     kept["inputs"] = {"count": 4, "sha256": _digest(LINES[:4])}  # as the record after the second batch
@@ -67,7 +75,7 @@ def test_a_resume_of_other_inputs_is_refused_and_of_the_same_continued(model_fil
     assert out.read_bytes() == cut and json.loads(record.read_text()) == kept  # refused: untouched
     code, err = run(LINES, "--resume")
     assert code == 0 and "--resume" not in err and out.read_bytes() == whole
-    assert json.loads(record.read_text())["inputs"] == {"count": 8, "sha256": _digest(LINES)}  # all of them now
+    assert json.loads(record.read_text())["inputs"] == _state(LINES)  # all of them now
 
 
 def test_the_record_is_rewritten_as_each_batch_is_written(model_file, tmp_path, capsys, monkeypatch):
@@ -113,5 +121,29 @@ def test_jsonl_records_and_paragraphs_are_checked_and_an_old_record_is_not(model
     record.write_text(json.dumps(kept))
     code, err = _run(model_file, capsys, monkeypatch, "--jsonl", str(jsonl), "--paragraphs", "--resume", stdin=changed)
     assert code == 0 and "--resume" not in err
-    assert json.loads(record.read_text())["inputs"] == {  # from now on: every input, the skipped ones too
-        "count": 3, "sha256": _digest(["Ein Mann fährt Fahrrad.", "Drei Hunde.", "Ein Hund läuft."])}  # fmt: skip
+    # from now on: every input, the skipped ones too
+    assert json.loads(record.read_text())["inputs"] == _state(
+        ["Ein Mann fährt Fahrrad.", "Drei Hunde.", "Ein Hund läuft."]
+    )
+
+
+def test_a_file_holding_fewer_lines_than_its_record_is_checked_by_the_marks(model_file, tmp_path, capsys, monkeypatch):
+    """Lines removed by hand to redo them, or a last line cut off: the record covers more inputs than the file holds,
+    and another text's translations were appended unchecked, exit 0. The first 2**k inputs the file holds are
+    checked; a record from before the marks is said, not checked."""
+    out, record = tmp_path / "o.txt", tmp_path / "o.txt.run.json"
+    stdin = "".join(f"{line}\n" for line in LINES)
+    assert _run(model_file, capsys, monkeypatch, "--output", str(out), stdin=stdin)[0] == 0
+    whole, kept = out.read_bytes(), json.loads(record.read_text())
+    out.write_bytes(b"".join(whole.splitlines(keepends=True)[:5]))  # 5 of the record's 8: its first 4 checked
+    other = "".join(f"{line}\n" for line in [*LINES[:3], "Eine Katze schläft.", *LINES[4:]])  # input 4 differs
+    code, err = _run(model_file, capsys, monkeypatch, "--output", str(out), "--resume", stdin=other)
+    assert code == 2 and "first 4 line(s) translate other inputs than the first 4 of stdin" in err, err
+    code, err = _run(model_file, capsys, monkeypatch, "--output", str(out), "--resume", stdin=stdin)
+    assert code == 0 and out.read_bytes() == whole, err
+    out.write_bytes(b"".join(whole.splitlines(keepends=True)[:5]))
+    del kept["inputs"]["marks"]  # a record from before them
+    record.write_text(json.dumps(kept))
+    code, err = _run(model_file, capsys, monkeypatch, "--output", str(out), "--resume", stdin=other)
+    assert code == 0 and (f"translate: note: --resume: {out} holds 5 line(s), fewer than the 8 its record covers, "
+                          "which keeps no digest of fewer") in err  # fmt: skip

@@ -78,6 +78,7 @@ from text_attn.translation.source_check import LANGUAGES
 from text_attn.translation.translate_parser import translate_parser
 from text_attn.translation.translate_resume import (
     InputsRead,
+    check_inputs,
     check_record,
     check_resume,
     continued,
@@ -944,13 +945,17 @@ def _translate_main(args: argparse.Namespace) -> int:
             report = open_alignment_page(args.html, translator, named)
         except OSError as err:
             fail("translate", f"cannot write --html {args.html}: {one_line(err)}")
-    if args.resume and not args.sentences:  # stdin read past the inputs done, before a file is touched
+    # before a file is touched: a refused resume changes none; the options first (they say why a file holds more
+    # lines than stdin has inputs), then stdin read past the inputs done, then those inputs against the records
+    checks = [check for flag, kept in settings.items() if (check := check_record(args, flag, kept))]
+    if args.resume and not args.sentences:
         try:
             args.stdin_rest = skip_done(args, _stdin_inputs(translator, args))
         except OSError as err:
             fail("translate", f"cannot read stdin: {one_line(err)}")
-    for flag, kept in settings.items():  # before a file is touched: a refused resume changes none
-        check_record(args, flag, kept)
+    for check in checks:
+        check_inputs(args, check)
+    for flag in settings:
         record = run_file(args.output if flag == "--output" else args.jsonl)
         try:  # nor a record that cannot be written (one refused after FILE was opened had emptied it)
             check_output(record)

@@ -29,7 +29,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from text_attn.core.errors import fail
 from text_attn.core.file_digest import sha256_of
@@ -55,6 +55,7 @@ READ = 1 << 20  # bytes of a file read at a time to count its lines
 UNIT = {"--output": "line(s)", "--jsonl": "record(s)"}
 # the day each file began to have its run record: one without it was written before (its lines cannot be checked)
 RECORDED_SINCE = {"--output": "2026-12-02", "--jsonl": "2026-12-04"}
+MARKS_SINCE = "2026-12-07"  # the records' digests of the first 1, 2, 4, ... inputs (InputsRead.state)
 # the options that shape a line, as the command line names them (their values after the model's defaults are filled)
 SHAPING = (("--beam-size", "beam_size"), ("--max-len", "max_len"), ("--length-penalty", "length_penalty"),
            ("--no-repeat-ngram", "no_repeat_ngram"), ("--n-best", "n_best"), ("--sample", "sample"),
@@ -186,12 +187,15 @@ class InputsRead:
         # as JSON: a line's end cannot run two inputs into one (lone surrogates of non-UTF-8 stdin escaped)
         self.digest.update(json.dumps(line.rstrip("\r")).encode("ascii") + b"\n")
         self.count += 1
-        if self.count in self.wanted:
+        if self.count in self.wanted or self.count & (self.count - 1) == 0:  # and at every power of 2: the marks
             self.at[self.count] = self.digest.hexdigest()
 
     def state(self) -> dict[str, Any]:
-        """What the run record keeps: the inputs read so far (all written when it is kept) and their digest."""
-        return {"count": self.count, "sha256": self.digest.hexdigest()}
+        """What the run record keeps: the inputs read so far (all written when it is kept), their digest, and the
+        digests of the first 1, 2, 4, ... of them (``marks``: a file cut back below the count is checked on at least
+        half of what it holds; at most 64 of them)."""
+        marks = {str(n): digest for n, digest in self.at.items() if 0 < n <= self.count and n & (n - 1) == 0}
+        return {"count": self.count, "sha256": self.digest.hexdigest(), "marks": marks}
 
 
 def _digested(output: str) -> int | None:
@@ -229,6 +233,8 @@ def run_settings(args: argparse.Namespace, model_file: Path, recases: bool, reco
             options[flag] = True
     if records:
         options |= {flag: getattr(args, name, None) for flag, name in RECORD_SHAPING}
+    elif getattr(args, "keep_layout", False):  # its lines are not its inputs: check_record refuses to go on from them
+        options["--keep-layout"] = True
     if getattr(args, "ensemble", None):  # each other model of the ensemble, by its bytes (a record before: none)
         from text_attn.translation.bundled import model_path
 
@@ -236,22 +242,29 @@ def run_settings(args: argparse.Namespace, model_file: Path, recases: bool, reco
     return {"model": str(model_file), "model_sha256": sha256_of(model_file), "options": options}
 
 
-def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) -> None:
+def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) -> InputsCheck | None:
     """With --resume, before the file of ``flag`` (--output, --jsonl) is touched: one line refusing a FILE whose
-    lines FILE.run.json records as made with another model or options. FILE's lines with no record (or beyond what
-    the record covers): one note, and ``settings`` marked as covering only the lines this run adds
-    (``lines_before``, ``"checked": false``), as caption's records are (captioning.commands.caption_run)."""
+    lines FILE.run.json records as made with another model or options, or with --keep-layout. FILE's lines with no
+    record (or beyond what the record covers): one note, and ``settings`` marked as covering only the lines this run
+    adds (``lines_before``, ``"checked": false``), as caption's records are (captioning.commands.caption_run).
+    Returns what :func:`check_inputs` checks once stdin's inputs done are read (None: nothing): a file holding more
+    lines than stdin has inputs is refused by that count, after the options that tell why."""
     output = continued(args)[flag]
     held, path, unit = args.resume_from, run_file(output), UNIT[flag]
     noun = unit.removesuffix("(s)") + "s"  # "lines", "records"
     if not args.resume or not held:  # no line to mix: a fresh start
-        return
+        return None
     try:
         old = read_record(path)
     except ValueError as err:  # a torn or hand-edited record
         fail("translate", f"--resume: {err}")
     except OSError as err:
         fail("translate", f"--resume: {path} is not a run record ({err})")
+    if old is not None and isinstance(old.get("options"), dict) and old["options"].get("--keep-layout"):
+        # a paragraph over as many lines as its text: its lines counted as inputs skipped the ones after them
+        fail("translate", f"--resume: {output} was written with --keep-layout, an input's translation over as many "
+             "lines as its text: the inputs it holds cannot be counted from its lines; translate again, or give "
+             f"another {flag} FILE (--resume goes on from a run without --keep-layout, a line an input)")  # fmt: skip
     before = old.get("lines_before") if old is not None and old.get("checked") is False else None
     before = before if isinstance(before, int) else None
     if old is None or before is not None and held <= before:  # a record that covers none of them: as if none
@@ -259,30 +272,49 @@ def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) 
         print(f"translate: note: --resume: {output} has no run record for its {held} {unit} (written before "
               f"{RECORDED_SINCE[flag]}): they cannot be checked against this model and options; "
               f"{path.name} covers the {noun} from this run on", file=sys.stderr)  # fmt: skip
-        return
+        return None
     if before is not None:  # the record covers what came after FILE's first lines: it carries that on
         settings.update(lines_before=before, checked=False)
     if said := differences(old, settings, worded={"--unsure": unsure_typed(UNSURE)}):
         which = f"{noun} after its first {before} (which no run record covers)" if before is not None else noun
         fail("translate", f"--resume: {output}'s {which} were made with {'; '.join(said)}: resume with the "
              f"same model and options, or give another {flag} FILE (to mix them anyway, remove {path})")  # fmt: skip
-    _check_inputs(args, output, old.get("inputs"), path, flag)
+    return InputsCheck(output, old.get("inputs"), path, flag)
 
 
-def _check_inputs(args: argparse.Namespace, output: str, inputs: Any, path: Path, flag: str) -> None:
+class InputsCheck(NamedTuple):
+    """What :func:`check_inputs` checks of one continued file: its name, its record's ``inputs``, the record's path,
+    its flag."""
+
+    output: str
+    inputs: Any
+    path: Path
+    flag: str
+
+
+def check_inputs(args: argparse.Namespace, check: InputsCheck) -> None:
     """One line refusing a resume whose first inputs are not the ones the record says ``output``'s lines translate
     (its digest of them, :class:`InputsRead`); a record without one (from before it): nothing checked. The record is
     rewritten after each batch is written, so its digest may be of a batch fewer inputs than ``output`` holds lines:
-    those are checked."""
+    those are checked. A file holding fewer lines than its record covers (cut back by hand, its last line cut off):
+    the first 2**k inputs it holds, by the record's marks (one of before them: said, not checked)."""
+    output, inputs, path, flag = check
     if not isinstance(inputs, dict) or not isinstance(count := inputs.get("count"), int) or count <= 0:
         return
-    # more inputs than the lines kept (cut back by hand, or lost with a machine's power after the record was
-    # written): no digest of the inputs skipped is kept; a run stopped by a signal or crash never leaves it so
-    if count > args.resume_from:
-        return
+    digest = inputs.get("sha256")
+    if count > args.resume_from:  # another text's translations were appended to it unchecked, exit 0
+        marks = inputs.get("marks") if isinstance(inputs.get("marks"), dict) else {}
+        below = [int(k) for k in marks if k.isdigit() and 0 < int(k) <= args.resume_from]
+        if not below:
+            print(f"translate: note: --resume: {output} holds {args.resume_from} {UNIT[flag]}, fewer than the {count} "
+                  f"its record covers, which keeps no digest of fewer (written before {MARKS_SINCE}): its inputs "
+                  "cannot be checked", file=sys.stderr)  # fmt: skip
+            return
+        count = max(below)
+        digest = marks[str(count)]
     given = "the sentences given" if args.sentences else "stdin"
     unit = UNIT[flag].removesuffix("(s)")
-    if args.inputs_read.at.get(count) != inputs.get("sha256"):
+    if args.inputs_read.at.get(count) != digest:
         fail("translate", f"--resume: {output}'s first {count} {unit}(s) translate other inputs than the first {count} "
              f"of {given}: resume with the input the run read, or give another {flag} FILE (to go on anyway, remove "
              f"{path})")  # fmt: skip
