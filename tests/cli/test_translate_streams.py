@@ -292,6 +292,30 @@ def test_stdin_that_is_not_text_is_one_line_before_anything_is_translated(model_
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("data", "args", "said"),
+    [
+        (b"", [], "no input: give sentences as arguments or on stdin"),
+        ((IMAGES / "coffee.png").read_bytes(), [], "cannot read stdin: a PNG image"),
+        ("Ein Hund.\n".encode("utf-16-le"), [], "cannot read stdin: binary data (it holds NUL bytes)"),
+        (b"\n   \n\t\n", ["--paragraphs"], "no input: give sentences as arguments or on stdin (stdin held only blank"),
+        ((IMAGES / "coffee.png").read_bytes(), ["--resume"], "cannot read stdin: a PNG image"),
+    ],
+    ids=["empty", "png", "nul", "blank-paragraphs", "resume-png"],
+)
+def test_stdin_refused_leaves_the_output_file_as_it_was(model_file, capsys, monkeypatch, tmp_path, data, args, said):
+    """The outputs were opened, so emptied, before stdin's first read was refused (an --output FILE of a day's
+    work: 0 bytes, and "FILE: --resume continues after the inputs done" said of none); "[Errno None]" before a
+    resume's."""
+    out = tmp_path / "o.txt"
+    out.write_text("precious line\n")
+    code, printed, err = _run(model_file, capsys, monkeypatch, data, "--output", out, *args)
+    last = err.strip().splitlines()[-1]  # (a resume's note on a file with no run record before it)
+    assert code == 2 and printed == "" and last.startswith(f"translate: error: {said}"), err
+    assert "Errno" not in err and "--resume continues" not in err and "error" not in err.replace(last, "")
+    assert out.read_text() == "precious line\n"
+
+
 def test_a_byte_order_mark_before_stdins_text_is_no_part_of_it(model_file, capsys, monkeypatch, tmp_path):
     records = tmp_path / "r.jsonl"
     code, _, err = _run(model_file, capsys, monkeypatch, b"\xef\xbb\xbf" + f"{DE[0]}\n".encode(), "--jsonl", records)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import os
 import stat
 import sys
@@ -402,6 +403,23 @@ def _stdin_inputs(translator, args: argparse.Namespace) -> Iterator[str | None]:
     into one line (text_attn.translation.paragraphs)."""
     lines = stdin_lines()
     return paragraphs(lines, translator.word_logp) if args.paragraphs else lines
+
+
+def _first_input_read(translator, args: argparse.Namespace) -> Iterator[str | None]:
+    """stdin's inputs (:func:`_stdin_inputs`), the first read already: stdin holding none (empty, or only blank lines
+    with --paragraphs) or not text (binary data, UTF-16) is refused in one line before an output is opened, which
+    emptied an --output FILE there (and said "--resume continues after the inputs done", of none)."""
+    inputs = _stdin_inputs(translator, args)
+    try:
+        first = next(inputs, False)
+        while first is None:  # a pipe with nothing yet: its first line waited for
+            first = next(inputs, False)
+    except OSError as err:
+        fail("translate", f"cannot read stdin: {one_line(err.err if isinstance(err, StreamFailed) else err)}")
+    if first is False:
+        fail("translate", "no input: give sentences as arguments or on stdin" +
+             (" (stdin held only blank lines: no paragraph)" if args.paragraphs else ""))  # fmt: skip
+    return itertools.chain([first], inputs)
 
 
 def _typed() -> bool:
@@ -952,7 +970,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         try:
             args.stdin_rest = skip_done(args, _stdin_inputs(translator, args))
         except OSError as err:
-            fail("translate", f"cannot read stdin: {one_line(err)}")
+            fail("translate", f"cannot read stdin: {one_line(err.err if isinstance(err, StreamFailed) else err)}")
     for check in checks:
         check_inputs(args, check)
     for flag in settings:
@@ -963,6 +981,8 @@ def _translate_main(args: argparse.Namespace) -> int:
             fail("translate", f"cannot write {record}: {err}")
     if getattr(args, "resume_note", None):  # one file ahead of the other: said once nothing refuses the resume
         print(f"translate: note: {args.resume_note}", file=sys.stderr)
+    if not (args.sentences or args.resume or args.demo or _typed()):  # before an output is opened, so emptied
+        args.stdin_rest = _first_input_read(translator, args)
     say_seed("translate", args)  # --sample's seed drawn for the run (or a resume's): once nothing refuses the options
     # a rerun without --resume starts a file afresh, as a shell's > would; said, as a forgotten --resume loses work
     # (caption's --jsonl says so too)
