@@ -221,6 +221,18 @@ def test_an_scst_stage_needs_a_start_and_writes_the_start_it_did_not_beat(tmp_pa
     assert all(torch.equal(written[k], begun[k]) for k in begun)
     last = cli.model.model.state_dict()
     assert not all(torch.equal(last[k], begun[k]) for k in begun)
+    # resumed (its checkpoint, a step more): the start's scores came with it, so it is written back again (a resumed
+    # fit had none: the worse trained weights were written, unsaid)
+    ckpt = cli.trainer.checkpoint_callback.best_model_path
+    assert torch.load(ckpt, weights_only=True)["start_scores"]["scores"]["val_loss"] == pytest.approx(before, abs=1e-4)
+    third = tmp_path / "third.pt"
+    caption_train_cli(["fit", "--config", CONFIG, *QUIET, *scst, *best, *validated, "--model.lr", "1.0",
+                       "--trainer.max_steps", "3", "--model.init_from", str(first), "--ckpt_path", ckpt,
+                       "--model.export_path", str(third)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"wrote model file: {third} (model.init_from's weights: they scored better on val" in err, err[-3000:]
+    written = Captioner.load(third).model.state_dict()
+    assert all(torch.equal(written[k], begun[k]) for k in begun)
 
 
 @pytest.mark.slow

@@ -26,3 +26,24 @@ def test_a_start_scoring_as_the_best_checkpoint_is_no_better_than_it():
     assert better  # a start scoring higher than every checkpoint is kept
     line, better = scores.verdict(_trainer(start + 0.01), "runs/b/model.pt", "val photos")
     assert not better and "did not beat" not in line
+
+
+def test_the_start_scores_go_with_a_checkpoint_and_come_back_on_resume(tmp_path):
+    """A resumed fit had no start score (only a fit's first sanity check records one): a self-critical stage resumed
+    wrote trained weights worse than its start, unsaid. Kept as plain numbers: the checkpoint loads weights-only."""
+    whole, part = StartScores(), StartScores()
+    whole.scores = {"val_CIDEr": 0.8518, "val_loss": 3.25}
+    part.partial = (2.0, float("inf"), frozenset({"val_CIDEr", "val_loss"}))
+    path = tmp_path / "c.ckpt"
+    torch.save({"a": whole.state(), "b": part.state(), "c": StartScores().state()}, path)
+    saved = torch.load(path, weights_only=True)
+    back, back_part, nothing = StartScores(), StartScores(), StartScores()
+    back.restore(saved["a"])
+    back_part.restore(saved["b"])
+    nothing.restore(saved["c"])  # None: nothing recorded, nothing restored
+    assert back.scores == whole.scores and back_part.partial == part.partial
+    assert saved["c"] is None and nothing.scores == {} and nothing.partial is None
+    line, better = back.verdict(_trainer(0.2567), "flickr8k", "val photos")
+    assert better and line.startswith("val_CIDEr: 85.18 from model.init_from flickr8k before training, 25.67 at")
+    back.restore({"scores": "odd"})  # a checkpoint of another shape: left as it is
+    assert back.scores == whole.scores

@@ -41,6 +41,27 @@ class StartScores:
         else:
             self.partial = (done, batches, frozenset(scores))
 
+    def state(self) -> dict | None:
+        """What a checkpoint keeps of them (plain numbers and names: it loads with weights_only), so that a resumed
+        fit still compares its best with the start and a self-critical stage still writes the start's weights where
+        they scored better (a resumed SCST fit wrote weights worse than its start, unsaid); None: nothing kept."""
+        if self.scores:
+            return {"scores": {k: float(v) for k, v in self.scores.items()}}
+        if self.partial is not None:
+            done, batches, names = self.partial
+            return {"partial": [float(done), float(batches), sorted(names)]}
+        return None
+
+    def restore(self, state) -> None:
+        """The scores :meth:`state` kept, from a resumed fit's checkpoint (one of another shape: left as it is)."""
+        if not isinstance(state, dict):
+            return
+        scores, partial = state.get("scores"), state.get("partial")
+        if isinstance(scores, dict):
+            self.scores = {str(k): float(v) for k, v in scores.items() if isinstance(v, (int, float))}
+        elif isinstance(partial, list) and len(partial) == 3 and isinstance(partial[2], list):
+            self.partial = (float(partial[0]), float(partial[1]), frozenset(map(str, partial[2])))
+
     def verdict(self, trainer, name: str | None, examples: str = "val examples") -> tuple[str | None, bool]:
         """(the fit's-end line, or None; whether the start scored better than the best checkpoint) for the first
         ModelCheckpoint whose monitored metric the start was scored on. ``name``: init_from as the line names it;

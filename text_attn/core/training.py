@@ -570,6 +570,9 @@ class RunState:
 
     def save_run_state(self, checkpoint: dict[str, Any]) -> None:
         save_random_state(checkpoint)
+        start = getattr(self, "_start", None)  # model.init_from's val scores before the first step (start_scores)
+        if start is not None and (kept := start.state()) is not None:
+            checkpoint["start_scores"] = kept
         trainer = self._trainer
         fitting = getattr(getattr(trainer, "state", None), "fn", None) == "fit"  # not a stand-in trainer's
         if fitting and trainer.training and (_epoch_ended(trainer) and _validates_this_epoch(trainer)
@@ -602,6 +605,9 @@ class RunState:
         carry_best(trainer, checkpoint)
         self._steps_before = log_at_checkpoint_step(trainer, checkpoint)
         self._validation_due = bool(checkpoint.get("validation_due"))
+        start = getattr(self, "_start", None)
+        if start is not None and "start_scores" in checkpoint:  # a resumed fit compares with its start still
+            start.restore(checkpoint["start_scores"])
 
     def on_train_start(self) -> None:
         if getattr(self.trainer, "fast_dev_run", False):
