@@ -53,6 +53,7 @@ from captioning.commands.process_start import loop_started
 from captioning.photos.collection import ResumeError, captioned_lines, done_in, image_key
 from captioning.photos.photo_stream import Id, IdIn, NameIn, PhotoStream, owner, photo_batches
 from captioning.photos.shards import is_shard
+from text_attn.core import ddp_sigterm
 from text_attn.core.drawn_seed import say_seed
 from text_attn.core.errors import fail, one_line
 from text_attn.core.part_files import (
@@ -68,6 +69,7 @@ from text_attn.core.part_files import (
 from text_attn.core.run_record import record_run
 from text_attn.core.safe_files import write_text
 from text_attn.core.search_options import search_options
+from text_attn.core.sigterm import Terminated, sigterm_interrupts
 from text_attn.core.unsure_options import NAMED
 
 MANIFEST = "inputs.json"  # in OUT.parts/: the inputs the parts' ids index (a resume must give the same ones)
@@ -212,7 +214,7 @@ class PartFileWriter(BasePredictionWriter):
     def __init__(self, parts: Path):
         super().__init__(write_interval="batch")
         self.parts, self.part = parts, None
-        self.interrupted = False  # Ctrl-C reached this process: Lightning then exits with 1, the run with 130
+        self.interrupted = 0  # Ctrl-C (130) or SIGTERM (143) reached this process: Lightning then exits with 1
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx):
         try:
@@ -232,7 +234,7 @@ class PartFileWriter(BasePredictionWriter):
         if self.part is not None and self.part._file is not None:  # what was written stays: --resume reads it
             self.part._file.flush()
         if isinstance(exception, KeyboardInterrupt):
-            self.interrupted = True
+            self.interrupted = 143 if isinstance(exception, Terminated) else 130  # SIGTERM's code, or Ctrl-C's
         if isinstance(exception, KeyboardInterrupt) and trainer.global_rank == 0:
             print(f"caption: interrupted; {self.parts} holds what was captioned: --resume continues",
                   file=sys.stderr)  # fmt: skip
@@ -354,15 +356,19 @@ def _run(captioner, args: argparse.Namespace, sources: list[str], empty: list[st
                         f"started: {one_line(err)} (--devices is devices there, --num-nodes num_nodes)")  # fmt: skip
     total = None if any(is_shard(s) for s in sources) else len(sources)  # a shard's size is known once read
     module = CaptionPredictor(captioner, args, sources, total)
+    # a SIGTERM (kill, a scheduler's limit) stops the run as Ctrl-C does: Lightning's handler broadcast inside the
+    # handler, which met the other process's barrier or collective and hung both for good (SIGKILL alone ended them)
+    ddp_sigterm.keep_collectives_out_of_the_handler()
     try:
-        trainer.predict(module, return_predictions=False)
+        with sigterm_interrupts():
+            trainer.predict(module, return_predictions=False)
     except BaseException as err:
         # the progress thread ends with the run however it ends: left polling, an in-process caller's stderr got
         # "0 image(s) captioned by all processes" a minute after an interrupted run
         if module.progress is not None:
             module.progress.__exit__()
-        if isinstance(err, SystemExit) and writer.interrupted:  # Lightning's exit(1) after Ctrl-C: 130, as every
-            raise SystemExit(130) from None  # command's interrupted run
+        if isinstance(err, SystemExit) and writer.interrupted:  # Lightning's exit(1) after Ctrl-C: 130 (SIGTERM:
+            raise SystemExit(writer.interrupted) from None  # 143), as every command's interrupted run
         stopped = stopped_by(err, module.captioning, reading=not module.captioning) if isinstance(err, Exception) \
             else None  # fmt: skip
         if stopped is None:

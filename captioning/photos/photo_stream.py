@@ -343,6 +343,17 @@ def _end_with_parent(parent: int | None) -> None:
         return
     if parent is not None and os.getppid() != parent:  # it ended before the line above: nothing would send it
         os._exit(0)
+    if parent is not None:
+        signal.signal(signal.SIGTERM, functools.partial(_stop_if_orphaned, parent))
+
+
+def _stop_if_orphaned(parent: int, signum: int, frame: Any) -> None:
+    """A worker's SIGTERM: it ends where its parent is gone (PR_SET_PDEATHSIG's); else it was sent to the whole group
+    (``timeout``, a scheduler, a terminal), whose main process ends the run and then its loader's workers: killed
+    first, each died under the loader's feet ("DataLoader worker (pid N) is killed by signal: Terminated", said as an
+    out-of-memory error with exit 2, or an "Exception ignored" traceback beside the run's interrupted line)."""
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 def _in_sharer(tb: Any) -> bool:

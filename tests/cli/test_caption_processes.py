@@ -4,6 +4,7 @@ ones start 2 CPU processes (gloo), as a user would, and kill one with SIGKILL mi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -350,9 +351,15 @@ def test_under_devices_two_shards_members_of_one_key_get_overlays_of_their_own()
         "000000000", "000000000-2"]  # fmt: skip
 
 
-@pytest.mark.slow  # two real processes (~15 s)
-def test_ctrl_c_under_devices_exits_130_and_resume_finishes(tmp_path):
-    """Lightning turns Ctrl-C into exit(1): every other command's interrupted run exits 130, so does this one now."""
+@pytest.mark.slow  # two real processes (~15 s each)
+@pytest.mark.parametrize(("sig", "group", "workers", "code"), [
+    ("SIGINT", True, "0", 130),  # Ctrl-C in the terminal: the whole group
+    ("SIGTERM", False, "0", 143),  # kill PID: it hung, Lightning's handler broadcasting inside the handler
+    ("SIGTERM", True, "1", 143),  # timeout, a scheduler: the loader's worker too (exit 2, "out of memory", twice)
+], ids=["ctrl-c", "kill", "group-term"])  # fmt: skip
+def test_a_stop_under_devices_exits_as_interrupted_and_resume_finishes(tmp_path, sig, group, workers, code):
+    """Lightning turns Ctrl-C into exit(1): every other command's interrupted run exits 130, so does this one now;
+    SIGTERM 143, whether it reaches the first process alone or the whole group."""
     import glob
 
     photos = tmp_path / "photos"
@@ -361,7 +368,7 @@ def test_ctrl_c_under_devices_exits_130_and_resume_finishes(tmp_path):
         Image.new("RGB", (48, 40), ((i * 37) % 256, (i * 91) % 256, 90)).save(photos / f"p{i:02d}.png")
     out = tmp_path / "o.jsonl"
     cmd = [CAPTION, str(photos), "--model", "shapes", "--jsonl", str(out), "--devices", "2", "--threads", "1",
-           "--batch-size", "1", *FAST]  # fmt: skip
+           "--batch-size", "1", "--max-len", "4", "--workers", workers]  # fmt: skip
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -369,10 +376,15 @@ def test_ctrl_c_under_devices_exits_130_and_resume_finishes(tmp_path):
         if sum(1 for f in parts for _ in open(f)) >= 4:
             break
         time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends: the whole group
-    err = proc.stderr.read()
-    assert proc.wait(timeout=120) == 130, err[-2000:]
-    assert "interrupted;" in err and "--resume continues" in err and "Traceback" not in err
+    (os.killpg if group else os.kill)(proc.pid, getattr(signal, sig))
+    try:
+        err = proc.communicate(timeout=120)[1]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # a hung run's processes, all of them
+    assert proc.returncode == code, err[-2000:]
+    assert "interrupted;" in err and "--resume continues" in err, err[-2000:]
+    assert "Traceback" not in err and "Exception ignored" not in err and "error" not in err, err[-2000:]
     done = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(json.loads(line)["image"] for line in out.read_text().splitlines()) == sorted(
