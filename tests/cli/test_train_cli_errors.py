@@ -409,3 +409,17 @@ def test_torchrun_starting_other_processes_than_the_trainers_is_refused(train, p
         "each would run a training of its own: give --trainer.devices 2 --trainer.num_nodes 1"
     )
     assert not Path("runs").exists()
+
+
+@pytest.mark.parametrize(("local_rank", "said"), [("0", True), ("1", False)])
+def test_an_error_every_process_meets_alike_is_said_by_a_machines_first(local_rank, said, tmp_path, capsys,
+                                                                         monkeypatch, cli_run_in_tmp):  # fmt: skip
+    """Under DDP each process reads the same options and data: a data folder that is not there was said once a
+    process (the line twice on 2 CPU processes), after Lightning's banner. The others exit with the same code."""
+    monkeypatch.setenv("LOCAL_RANK", local_rank)  # as Lightning's launcher sets it in the processes it starts
+    with pytest.raises(SystemExit) as exc:
+        text_train(["fit", "--config", "multi30k_de_en_bahdanau", "--data.root", str(tmp_path / "gone")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err == (f"text-train: error: {tmp_path / 'gone'}: no such folder (data.root: the corpus folder with "
+                   "<split>.<lang>[.gz] files)\n" if said else ""), err  # fmt: skip

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 from text_attn.core import ddp_sigterm, run_checkpoints, startup_gc, unused_runs
 from text_attn.core.closed_outputs import is_terminal, survive_closed_outputs
 from text_attn.core.errors import WriteError, fail, one_line, unrecognized
-from text_attn.core.ranks import first_process, say
+from text_attn.core.ranks import first_on_machine, first_process, say
 from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, remote_message
 from text_attn.core.safe_files import inert, inert_streams
 from text_attn.core.sigterm import Terminated, sigterm_interrupts
@@ -404,7 +404,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             if isinstance(name, str) and name in run_checkpoints.NAMES:
                 path = run_checkpoints.resolve(name, self.trainer)
                 if path is not None:
-                    print(f"{prog}: --ckpt_path {name}: {path}", file=sys.stderr)
+                    say(f"{prog}: --ckpt_path {name}: {path}")  # once, not by every process of a DDP run
                     kwargs["ckpt_path"] = str(path)
                 elif subcommand != "fit":
                     raise CheckpointRefused(run_checkpoints.not_found_message(name, self.trainer))
@@ -961,6 +961,10 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
             parser_kwargs={"prog": prog, "description": description, "allow_abbrev": False},
         )
     except (*errors, TrainingDiverged, WriteError, CheckpointRefused, MisconfigurationException) as exc:
+        if not first_on_machine() and isinstance(exc, (*errors, CheckpointRefused, MisconfigurationException)):
+            # the options, data and checkpoints every process of a machine reads alike (its first says it): under
+            # DDP each line was said once a process; a diverged loss or a failed write may be this process's own
+            raise SystemExit(2) from None
         fail(prog, _parser_message(str(exc)))  # a class that refused its options when made reads as the parser's
     except RuntimeError as exc:  # a monitor no validation ran to log (lightning_parts.MonitorCheck says the others)
         if not str(exc).startswith("Early stopping conditioned on metric"):
