@@ -411,6 +411,7 @@ def test_torchrun_starting_other_processes_than_the_trainers_is_refused(train, p
     assert not Path("runs").exists()
 
 
+@pytest.mark.long  # a corpus config read up to its data: ~2-4 s each
 @pytest.mark.parametrize(("local_rank", "said"), [("0", True), ("1", False)])
 def test_an_error_every_process_meets_alike_is_said_by_a_machines_first(local_rank, said, tmp_path, capsys,
                                                                          monkeypatch, cli_run_in_tmp):  # fmt: skip
