@@ -155,7 +155,8 @@ def _parser() -> argparse.ArgumentParser:
         "--devices",
         type=int,
         help="caption with N processes on Lightning's predict loop (N GPUs with --device cuda, else N CPU "
-        "processes); needs --jsonl OUT: each process writes its part to OUT.parts/ and the first merges them into OUT, "
+        "processes; at most twice the machine's cores); needs --jsonl OUT: each process writes its part to OUT.parts/ "
+        "and the first merges them into OUT, "
         "in input order, after the loop; progress: one bar on the first process counting every process's images (a "
         "line a minute when stderr is not a terminal). "
         "torchrun and SLURM launch it as they launch caption-train (docs/scale.md)",
