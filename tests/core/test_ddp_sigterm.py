@@ -13,7 +13,7 @@ from pytorch_lightning.trainer.connectors.signal_connector import _SignalConnect
 from text_attn.core import ddp_sigterm
 
 
-def test_the_sigterm_handler_runs_no_collective(monkeypatch):
+def test_the_sigterm_handler_runs_no_collective(monkeypatch, caplog):
     # Lightning's own, though an earlier fit in this process replaced it (the commands replace it once a process)
     lightnings = ddp_sigterm.lightnings or _SignalConnector._sigterm_notifier_fn
     monkeypatch.setattr(_SignalConnector, "_sigterm_notifier_fn", lightnings)
@@ -32,9 +32,11 @@ def test_the_sigterm_handler_runs_no_collective(monkeypatch):
     killed.clear()
     ddp_sigterm.keep_collectives_out_of_the_handler()
     connector = SimpleNamespace(trainer=trainer, received_sigterm=False)
-    for _ in range(2):  # a second TERM: flagged already, the processes not told again
-        _SignalConnector._sigterm_notifier_fn(connector, signal.SIGTERM, None)
+    with caplog.at_level("INFO"):
+        for _ in range(2):  # a second TERM: flagged already, the processes not told again
+            _SignalConnector._sigterm_notifier_fn(connector, signal.SIGTERM, None)
     assert broadcasts == [] and killed == [signal.SIGTERM] and connector.received_sigterm
+    assert "Received SIGTERM" not in caplog.text  # "[rank: N] Received SIGTERM: 15" of every process: the run's line
 
 
 def test_a_lost_process_is_told_from_other_errors():

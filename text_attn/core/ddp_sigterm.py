@@ -9,8 +9,8 @@ passes a SIGTERM on to the processes it started (``launcher.kill``), a scheduler
 process, and each one's flag ends its step (``_TrainingEpochLoop.on_advance_end``; a validation batch's likewise),
 all at the same step. A process that was not signalled (a ``kill`` of one torchrun process alone) goes on to its next
 collective, which fails once the others have ended: it says "stopped (another process of this run was lost)" and
-torchrun's agent ends it. Here the handler does the rest of what it did (the log line, the launcher's children told,
-the flag set).
+torchrun's agent ends it. Here the handler does the rest of what it did (the launcher's children told, the flag
+set), less its "[rank: N] Received SIGTERM: 15" line of every process: the run's own line says where it stopped, once.
 """
 
 from __future__ import annotations
@@ -20,11 +20,7 @@ lightnings = None  # Lightning's own handler, once replaced (tests call it to sh
 
 
 def _notify(self, signum, frame) -> None:  # noqa: ARG001 - a signal handler's signature
-    """Lightning's handler, less its broadcast: said, passed to the processes the launcher started, flagged."""
-    from pytorch_lightning.trainer.connectors import signal_connector
-    from pytorch_lightning.utilities.rank_zero import rank_prefixed_message
-
-    signal_connector.log.info(rank_prefixed_message(f"Received SIGTERM: {signum}", self.trainer.local_rank))
+    """Lightning's handler, less its broadcast and its line: passed to the processes the launcher started, flagged."""
     if not self.received_sigterm:
         launcher = self.trainer.strategy.launcher
         if launcher is not None:
