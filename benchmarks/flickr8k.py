@@ -197,9 +197,9 @@ def model_info(stage: str, minutes: dict[str, float | None], scores: dict | None
     from captioning.training.data import FLICKR8K_TERMS  # here: the data module imports torch
 
     trained = ", ".join(f"{s} {m:.0f} min" for s, m in minutes.items() if m is not None) or "not recorded"
-    captions = "their captions as the data note says" if noted else "x 5 captions"
+    captions = ", their captions as the data note says" if noted else " x 5 captions"
     info = {
-        "training_data": f"Flickr8k, the standard split: 6,000 train photos {captions}; chosen on the 1,000 val photos",
+        "training_data": f"Flickr8k, the standard split: 6,000 train photos{captions}; chosen on the 1,000 val photos",
         "terms": FLICKR8K_TERMS,
         "training": f"{stage} ({' then '.join(minutes)}) on a 2-core CPU: {trained}",
     }

@@ -743,6 +743,12 @@ class CaptionDataModule(ResumableBatches, pl.LightningDataModule):
             return
         gone = set(rows)
         keep = [i for i in range(len(self.splits[split].images)) if i not in gone]
+        if split == "train" and self.mixed:  # the mixed-in photos are train's last: count those left out of them
+            first_mixed = len(self.splits[split].images) - self.mixed
+            lost = sum(1 for i in gone if i >= first_mixed)
+            if lost:  # the model file said "6 mixed in" of 5, and its own photos one fewer than it trained on
+                self.mixed -= lost
+                self.mixed_said += f" ({lost:,} of them unreadable, left out)"
         sp = self.splits[split]
         fields = (sp.images, sp.references, sp.scenes, sp.boxes, sp.sizes)
         self.splits[split] = CaptionSplit(*(None if v is None else [v[i] for i in keep] for v in fields))

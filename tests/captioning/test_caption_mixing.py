@@ -129,6 +129,25 @@ def test_another_folder_is_mixed_in_whole_and_flickr8k_token_lines_read(tmp_path
     assert dm.facts == {"mixed_in": "all 4 of the photos of old_photos"}  # a folder's terms are the user's to say
 
 
+def test_unreadable_photos_left_out_are_counted_where_they_were(tmp_path, capsys):
+    """A mixed-in photo found unreadable as the features were cached was counted as one of the data's own: the model
+    file said "6 mixed in" of 5 and one own photo fewer than were trained on."""
+    folder, tsv = _own(tmp_path)
+    old = tmp_path / "old_photos"
+    old.mkdir()
+    for k in range(4):
+        Image.new("RGB", (32, 32), (0, 40 * k, 0)).save(old / f"o{k}.jpg", quality=80)
+    old_tsv = tmp_path / "old.tsv"
+    old_tsv.write_text("".join(f"o{k}.jpg\tan old photo\n" for k in range(4)))
+    dm = _data(folder, tsv, mix_image_dir=str(old), mix_captions_tsv=str(old_tsv))
+    own = len(dm.splits["train"].images) - 4
+    dm.features["train"] = torch.zeros(own + 4, 3)  # as the cache holds them
+    dm._leave_out("train", [own + 3, 0])  # the last mixed-in photo and the first own one
+    assert dm.mixed == 3 and dm.mixed_said == "all 4 of the photos of old_photos (1 of them unreadable, left out)"
+    assert dm.photos_read.startswith(f"{own - 1} train photos ({own - 1} captions) and 3 mixed in")
+    assert set(_names(dm, "train")[-dm.mixed :]) == {"o0.jpg", "o1.jpg", "o2.jpg"}
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

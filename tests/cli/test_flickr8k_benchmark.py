@@ -88,7 +88,7 @@ def test_a_file_with_a_data_note_is_not_said_to_have_learned_five_captions_a_pho
     plain = flickr8k.model_info("scst", {"scst": 9.0}, None)["training_data"]
     noted = flickr8k.model_info("scst", {"scst": 9.0}, None, noted=True)["training_data"]
     assert "6,000 train photos x 5 captions" in plain
-    assert "6,000 train photos their captions as the data note says" in noted and "x 5" not in noted
+    assert "6,000 train photos, their captions as the data note says" in noted and "x 5" not in noted
 
 
 def test_a_copy_without_the_standard_split_files_is_refused_before_any_training(tmp_path):
