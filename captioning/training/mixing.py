@@ -7,8 +7,9 @@ new ones keep it. They cannot simply be put in the folder: a folder's val and te
 photos by a hash of their names (captioning.training.data), so the old photos would become most of val and test, and
 the scores would no longer say how the model does on the new kind.
 
-``mix_root`` is a Flickr8k folder (either layout: captioning.training.readers.read_flickr8k): its train split only, so
-that no photo Flickr8k holds out for scoring is trained on. ``mix_image_dir`` is any folder with its captions file
+``mix_root`` is a Flickr8k folder (either layout: captioning.training.readers.read_flickr8k) with its standard split
+files: its train split only, so that no photo Flickr8k holds out for scoring is trained on (a copy without them is
+refused: its split would be a random draw). ``mix_image_dir`` is any folder with its captions file
 (read_folder's format, Flickr8k's token file too): all its photos. ``mix_size`` takes that many, the first in the order
 of a hash of the seed and each photo's name: the same photos at every run, and a larger size keeps the smaller one's.
 A mixed photo that is one of the data's own (the same file, one of the same name and size, or a file of the same
@@ -25,7 +26,16 @@ from pathlib import Path
 
 import torch
 
-from captioning.training.readers import CaptionDataError, ImageItem, content_digest, read_flickr8k, read_folder
+from captioning.training.readers import (
+    ORIGINAL_TEXT,
+    SPLIT_FILES,
+    CaptionDataError,
+    ImageItem,
+    content_digest,
+    has_standard_split,
+    read_flickr8k,
+    read_folder,
+)
 from text_attn.core.ranks import say
 
 
@@ -80,6 +90,14 @@ def mixed_in(
     ("1,000 of Flickr8k's train photos"), said on stderr with what was left out."""
     option = "data.mix_root" if root else "data.mix_image_dir, data.mix_captions_tsv"
     try:  # the reader's line, said of the option: the data's own files are read by the same readers
+        if root and not has_standard_split(root, layout):  # Kaggle's download has none: a random "train" holds
+            # about 1 in 8 of the standard test photos, on which the everyday photos are scored (docs/captioning.md)
+            raise CaptionDataError(
+                f"{root}: no standard split files ({', '.join(SPLIT_FILES.values())}) in it or in {ORIGINAL_TEXT}/: "
+                "its train photos cannot be told from those Flickr8k holds out for scoring, and a random draw would "
+                "mix its test photos in; put the three files there, or give a folder of photos as data.mix_image_dir "
+                "with data.mix_captions_tsv"
+            )
         pool = read_flickr8k(root, layout, seed)["train"] if root else read_folder(image_dir, captions_tsv, strict)
     except CaptionDataError as e:
         raise CaptionDataError(f"{option}: {e}") from None

@@ -129,6 +129,24 @@ def test_another_folder_is_mixed_in_whole_and_flickr8k_token_lines_read(tmp_path
     assert dm.facts == {"mixed_in": "all 4 of the photos of old_photos"}  # a folder's terms are the user's to say
 
 
+def test_a_flickr8k_copy_without_its_split_files_is_refused_as_a_mix(tmp_path, capsys):
+    """Kaggle's download has no split files: its "train" was a random draw, about 1 in 8 of them Flickr8k's standard
+    test photos (the everyday photos are scored on them), called "Flickr8k's train photos". With the three files put
+    there it is mixed in as the original layout is."""
+    from helpers.flickr8k import write_kaggle
+
+    folder, tsv = _own(tmp_path)
+    kaggle = write_kaggle(tmp_path / "kaggle")
+    with pytest.raises(CaptionDataError, match=re.escape(f"data.mix_root: {kaggle}: no standard split files (")):
+        _data(folder, tsv, mix_root=str(kaggle))
+    assert "drawn at random" not in capsys.readouterr().err  # refused before the random split's note
+    names = sorted(p.name for p in (kaggle / "Images").iterdir())
+    for split, part in (("train", names[:-2]), ("dev", names[-2:-1]), ("test", names[-1:])):
+        (kaggle / f"Flickr_8k.{split}Images.txt").write_text("\n".join(part) + "\n")
+    dm = _data(folder, tsv, mix_root=str(kaggle))
+    assert set(_names(dm, "train")[-dm.mixed :]) == set(names[:-2])
+
+
 def test_unreadable_photos_left_out_are_counted_where_they_were(tmp_path, capsys):
     """A mixed-in photo found unreadable as the features were cached was counted as one of the data's own: the model
     file said "6 mixed in" of 5 and one own photo fewer than were trained on."""
