@@ -28,6 +28,7 @@ import torch
 
 from captioning.photos.preprocess import prepared
 from captioning.training.readers import CaptionDataError, caption_tokens
+from text_attn.core.errors import one_line
 from text_attn.core.streaming import (
     ChunkError,
     finished_earlier,
@@ -93,8 +94,11 @@ def settled_encoder(config: dict[str, Any], found) -> Any:
     return cfg
 
 
-def frozen_encoder(cfg):
-    """An EncoderConfig (its JPEG step settled), built and frozen: (encoder, its fingerprint)."""
+def frozen_encoder(cfg, init_from: str | None = None, init_member: int | None = None):
+    """An EncoderConfig (its JPEG step settled), built and frozen, with ``init_from``'s encoder weights where the
+    config starts from a model (as fit's encoder has them: the bundled model's last stage learned from captions; built
+    from the package alone, no fit of that config could read the chunks, "the features of another encoder"):
+    (encoder, its fingerprint)."""
     from captioning.model.encoder import EncoderConfig, ImageEncoder
     from captioning.training.feature_cache import encoder_fingerprint
 
@@ -109,6 +113,15 @@ def frozen_encoder(cfg):
             "need an encoder whose weights are fixed ('imagenet' or a weights file); optimize the photos instead"
         )
     encoder = ImageEncoder.from_config(cfg).eval()
+    if init_from:
+        from captioning.model.captioner import Captioner
+
+        try:
+            start = Captioner.read_start(init_from, init_member)
+            encoder.load_state_dict({k.removeprefix("encoder."): v for k, v in start.state.items()
+                                     if k.startswith("encoder.")})  # fmt: skip
+        except (ValueError, RuntimeError) as err:  # unreadable, or weights of another encoder than the config's
+            raise CaptionDataError(f"--features: {one_line(err)}") from None
     settings = {**encoder.config(), "preprocess": repr(encoder.preprocess)}
     return encoder, encoder_fingerprint(encoder, settings)
 
@@ -132,7 +145,8 @@ def optimize_captions(
     if features:
         from captioning.training.feature_cache import fill_features, unreadable_rows
 
-        encoder, fingerprint = frozen_encoder(cfg)
+        model = config.get("model") or {}
+        encoder, fingerprint = frozen_encoder(cfg, model.get("init_from"), model.get("init_member"))
         with torch.no_grad():
             images = {s: sp.images for s, sp in dm.splits.items()}
             fill_features(feats, images, encoder, encoder.preprocess, 16, hp.num_workers, True)

@@ -446,6 +446,22 @@ def test_feature_chunks_hold_the_frozen_encoders_features(tmp_path, capsys):
     assert exc.value.code == 2 and "model.encoder.fine_tune is 'all', but chunks holds a frozen encoder's" in err[-1]
 
 
+def test_feature_chunks_of_a_config_starting_from_a_model_hold_its_encoders_features(tmp_path, capsys):
+    """your_photos.yaml starts from the bundled model, whose encoder's last stage learned from captions: optimize
+    encoded with the package's weights alone, and no fit of the config could read the chunks ("the features of
+    another encoder: optimize again with this config", which did the same). A start whose encoder was fine-tuned."""
+    data = {**caption_layout("folder", tmp_path), "batch_size": 8, "cache_features": True}
+    lite = {"backbone": "efficientnet_lite0", "weights": "imagenet", "image_size": 96, "grid": 3, "crop": False}
+    cfg = write_config(tmp_path / "cfg.yaml", FIX / "captions/tiny_shapes.yaml", data, {**lite, "fine_tune": "last"})
+    caption_train_cli(["fit", "--config", cfg, "--trainer.max_steps", "2", "--model.encoder_lr", "0.01",
+                       "--data.cache_features", "false", "--model.export_path", "start.pt"])  # fmt: skip
+    frozen = write_config(tmp_path / "frozen.yaml", FIX / "captions/tiny_shapes.yaml", data, lite)
+    start = ["--model.init_from", "start.pt"]
+    caption_main(["optimize", "--config", frozen, *start, "--out", "chunks", "--features", "true"])
+    cli = caption_train_cli(["fit", "--config", frozen, *start, "--data.root", "chunks", "--trainer.max_steps", "1"])
+    assert cli.trainer.global_step == 1
+
+
 def test_feature_chunks_leave_out_photos_that_cannot_be_read(tmp_path, capsys):
     """optimize --features true said "skipped 2 of 64 train photos that cannot be read" and wrote them with their
     NaN rows all the same (128 samples of 64 photos), which fit then trained on. Left out, as fit leaves them out."""
