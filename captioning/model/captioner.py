@@ -767,6 +767,9 @@ class Captioner:
         number in the caller's list (``first``: the number of ``images[0]`` there)."""
         from captioning.photos.preprocess import ImageReadError, load_photo
 
+        images = _photo_list(images, "encode_photos")  # a path given alone was read a character a photo ("/: is a
+        if not images:  # directory"); none: torch.stack's "expects a non-empty TensorList"
+            raise ValueError("encode_photos: no photos given (at least one)")
         side = self.preprocess.decode_side
         loaded = []
         for i, im in enumerate(images, first):
@@ -785,6 +788,10 @@ class Captioner:
     def encode(self, images: Tensor) -> Tensor:
         """Preprocessed images (B, 3, H, W) -> region features (B, L, D) on the model's device and in its dtype (a
         half model's are half), in eval mode (the model's mode is restored after)."""
+        if not isinstance(images, Tensor) or images.dim() != 4:  # a numpy array: "has no attribute 'to'"
+            got = f"a {images.dim()}-dimensional tensor" if isinstance(images, Tensor) else type(images).__name__
+            raise TypeError(f"encode takes preprocessed images as one (B, 3, H, W) tensor, got {got}; photos (files, "
+                            "PIL images, bytes): encode_photos")  # fmt: skip
         model = self.model
         was_training = model.training
         model.eval()

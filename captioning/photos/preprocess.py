@@ -289,7 +289,13 @@ def photo_source(image: Any, where: str) -> Any:
     if isinstance(image, memoryview):  # a buffer's view (an mmap's, a numpy byte array's): its bytes
         return image.tobytes()
     if hasattr(image, "read"):
-        data = None if isinstance(image, io.TextIOBase) else image.read()  # a text file's read fails on a JPEG
+        try:
+            data = None if isinstance(image, io.TextIOBase) else image.read()  # a text file's read fails on a JPEG
+            if data == b"" and _seekable(image) and image.tell() > 0:  # read before (a BytesIO given again, or twice
+                image.seek(0)  # in one list: "not an image file" of a valid photo): its bytes from the start
+                data = image.read()
+        except ValueError as err:  # a closed file: "read of closed file", without the photo's number
+            raise TypeError(f"{where}: {err}: give an open file, or the photo's path or bytes") from None
         if not isinstance(data, (bytes, bytearray)):
             raise TypeError(f"{where}: a file opened as text; open the photo with open(path, 'rb')")
         return bytes(data)
@@ -303,6 +309,13 @@ def photo_source(image: Any, where: str) -> Any:
     else:
         hint = ""
     raise TypeError(f"{where}: expected a PIL image, a file path or a file's bytes, got {type(image).__name__}{hint}")
+
+
+def _seekable(stream: Any) -> bool:
+    try:
+        return bool(stream.seekable())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def load_image(src: str | Path | Image.Image | bytes | IO[bytes], min_side: int | None = None) -> Image.Image:

@@ -95,3 +95,33 @@ def test_draw_overlay_names_a_missing_crop_box_a_caption_as_text_and_a_suffix_it
         draw_word_panels(image, ["a", "dog"], alphas, 2, (0, 0, 8, 6), tmp_path / "words", "x", suffix=".bmp")
     written = draw_overlay(image, ["a", "dog"], alphas, 2, (0, 0, 8, 6), tmp_path / "x.JPG")
     assert written.read_bytes()[:2] == b"\xff\xd8"  # a suffix it writes, in any case: that format
+
+
+def test_a_file_object_read_before_is_read_from_its_start_and_a_closed_one_named(shapes, tmp_path):
+    """A BytesIO captioned a second time (or given twice in one list) was "photo 0 (its bytes): not an image file" of
+    a valid photo, read from its end; a closed file was "read of closed file", no photo named."""
+    import io
+
+    captioner, _ = shapes
+    photo = io.BytesIO(DEMO_PHOTOS[1].read_bytes())
+    first = captioner.caption_images([photo])[0].words
+    assert [c.words for c in captioner.caption_images([photo, photo])] == [first, first]
+    with open(DEMO_PHOTOS[1], "rb") as f:
+        assert captioner.caption_images([f])[0].words == first
+    with pytest.raises(TypeError, match=r"^caption_images: photo 0: read of closed file: give an open file"):
+        captioner.caption_images([f])
+
+
+def test_encode_photos_and_encode_name_what_they_take(shapes):
+    """A path given alone was read a character a photo ("/: is a directory"); none was torch.stack's "expects a
+    non-empty TensorList"; a numpy array "has no attribute 'to'"."""
+    import torch
+
+    captioner, _ = shapes
+    with pytest.raises(TypeError, match=r"^encode_photos takes a list of photos .*: give \["):
+        captioner.encode_photos(str(DEMO_PHOTOS[0]))
+    with pytest.raises(ValueError, match="^encode_photos: no photos given"):
+        captioner.encode_photos([])
+    for images, got in ((np.zeros((1, 3, 8, 8)), "ndarray"), (torch.zeros(3, 8, 8), "a 3-dimensional tensor")):
+        with pytest.raises(TypeError, match=f"^encode takes preprocessed images as one .*, got {got}; photos"):
+            captioner.encode(images)

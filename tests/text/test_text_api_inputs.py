@@ -99,3 +99,21 @@ def test_scores_take_lists_of_texts():
     with pytest.raises(TypeError, match=r"^text_scores: hypotheses\[0\] must be a str, got NoneType$"):
         text_scores(["A man"], [None])
     assert text_scores(["A man ."], ["A man ."])["chrf"] == 100.0
+
+
+def test_another_models_translation_is_refused_by_explain_and_with_probs(bahdanau, tmp_path):
+    """A word model handed the bundled model's Translation read its pieces as <unk> and scored them (probabilities of
+    about 0.06 each, evidence of the right shape), silently; chunk 0 was range()'s "arg 3 must not be zero"."""
+    from helpers.tiny_translator import tiny_word_model_file
+
+    translator, toks = bahdanau
+    (theirs,) = translator.translate_tokens(toks)
+    word = Translator.load(tiny_word_model_file(tmp_path / "w.pt"))
+    for call in (lambda: word.explain(theirs), lambda: word.with_probs(toks, [theirs])):
+        with pytest.raises(ValueError, match=r"of its tokens are not in this model's vocabulary \('▁"):
+            call()
+    with pytest.raises(ValueError, match="^chunk must be at least 1, got 0"):
+        translator.with_probs(toks, [theirs], chunk=0)
+    ((read,),) = word.read_texts([["ein", "mann"]], ["a zebra"])  # a text given to it: its unknown word, <unk>
+    assert read.given and word.explain(read).evidence.shape[0] == len(read.tokens)
+    assert translator.with_probs(toks, [theirs])[0].probs is not None  # its own: read as before

@@ -724,6 +724,9 @@ class Translator:
                                 f"got {type(tr).__name__}; read_texts reads translations given as text")  # fmt: skip
         if len(toks) != len(translations):
             raise ValueError(f"{len(toks)} sentences for {len(translations)} translations: one each")
+        check_count("chunk", chunk, 1)  # 0: range()'s "arg 3 must not be zero"
+        for i, tr in enumerate(translations):
+            self._own_tokens(tr, f"with_probs: translation {i}")
         # (source tokens, the Translation to fill) per sentence searched: a joined line's pieces, else the line
         units = [(p.source, p) if tr.pieces and len(tr.pieces) > 1 else (t, tr)
                  for t, tr in zip(toks, translations, strict=True) for p in (tr.pieces or [tr])]  # fmt: skip
@@ -794,7 +797,20 @@ class Translator:
         elif not isinstance(translation, Translation):  # a list of sentences, None: AttributeError deep in evidence_of
             each = ": call it once for each" if isinstance(translation, (list, tuple)) else ""
             raise TypeError(f"explain takes one sentence or one Translation, got {type(translation).__name__}{each}")
+        self._own_tokens(translation, "explain")
         return evidence_of(self, translation)
+
+    def _own_tokens(self, translation: Translation, where: str) -> None:
+        """ValueError where ``translation`` holds target tokens this model's vocabulary lacks: another model's
+        Translation, whose tokens it read as <unk> and scored, silently (a text is read with read_texts)."""
+        # a given text read (given=True) keeps the words the model does not know, which it read as <unk>
+        foreign = [] if translation.given else self.tgt_vocab.unknown(translation.tokens)
+        if foreign:
+            shown = ", ".join(repr(t) for t in foreign[:5]) + (" ..." if len(foreign) > 5 else "")
+            raise ValueError(
+                f"{where}: {len(foreign)} of its tokens are not in this model's vocabulary ({shown}): "
+                "a Translation of another model? read_texts reads a translation given as text"
+            )
 
     def search_bytes(self, n_tokens: int, beam_size: int = 1, max_len: int | None = None) -> int:
         """About how much memory the search holds for one sentence of ``n_tokens`` source tokens: each of its beams
