@@ -74,9 +74,10 @@ class Caption(NamedTuple):
     def unsure(self, below: float = CAPTION_UNSURE) -> list[tuple[str, float]]:
         """The words the model gave a probability under ``below`` (text_attn.core.unsure), each with it, in order;
         [] where the caption was not read (``probs`` None: caption_images with probs=True)."""
+        below = check_threshold(below, "below")  # checked on both paths: a bad one passed where none were read
         if self.probs is None:
             return []
-        return unsure_words(self.words, self.probs, check_threshold(below, "below"))
+        return unsure_words(self.words, self.probs, below)
 
     def n_best_records(self) -> list[dict[str, Any]]:
         """The n best captions as ``caption --n-best --json`` and attention-serve's ``n_best`` write them, best first:
@@ -472,6 +473,7 @@ class Captioner:
         (text_attn.core.decoding.search; keys (B,): each photo's key of a seeded sampling's draws, e.g. text_key of its
         name, so that it draws the same in any batch). By default a caption never holds <unk>, <pad> or <bos>
         (banned): a reader gets the most likely real word instead."""
+        _known_options(options, "generate")
         v = self.vocab
         options.setdefault("banned", (v.pad_id, v.bos_id, v.unk_id))
         options.setdefault("end_step", True)  # max_len counts words, as `caption --max-len` says
@@ -536,6 +538,7 @@ class Captioner:
         word's probability and the end's (``caption --unsure``), from the search where it kept them, read back
         (:meth:`with_probs`) for a caption cut off at ``max_len`` (its end was never a step of the search)."""
         check_flag("probs", probs)
+        _known_options(options, "caption_features")
         found = self.captions(self.generate(features, beam_size, max_len, length_penalty, **options), probs)
         missing = [b for b, c in enumerate(found) if c.probs is None] if probs else []
         if missing:
@@ -899,6 +902,20 @@ def _batches(images: list) -> Iterator[tuple[int, list]]:
     """``images`` in runs of :data:`BATCH`, in order, each with its first photo's index (none for no images)."""
     for start in range(0, len(images), BATCH):
         yield start, images[start : start + BATCH]
+
+
+# generate's **options (text_attn.core.decoding.search's, and the network's capture and copies); the first five said
+SEARCH_OPTIONS = ("sampling", "n_best", "no_repeat_ngram", "banned", "keys", "end_step", "drop_ended", "row_max_len",
+                  "capture", "copies")  # fmt: skip
+
+
+def _known_options(options: dict[str, Any], name: str) -> None:
+    """TypeError naming the options the search does not take ("search() got an unexpected keyword argument", which
+    named a function the caller never called)."""
+    if unknown := sorted(set(options) - set(SEARCH_OPTIONS)):
+        raise TypeError(f"{name}: unknown option(s) {', '.join(unknown)}: the options are beam_size, max_len, "
+                        f"length_penalty{', probs' if name == 'caption_features' else ''}, "
+                        f"{', '.join(SEARCH_OPTIONS[:5])}")  # fmt: skip
 
 
 def _photo_list(images: Any, name: str) -> list:

@@ -125,3 +125,18 @@ def test_encode_photos_and_encode_name_what_they_take(shapes):
     for images, got in ((np.zeros((1, 3, 8, 8)), "ndarray"), (torch.zeros(3, 8, 8), "a 3-dimensional tensor")):
         with pytest.raises(TypeError, match=f"^encode takes preprocessed images as one .*, got {got}; photos"):
             captioner.encode(images)
+
+
+def test_an_unknown_search_option_is_named_by_the_call_given_it(shapes):
+    """It was "search() got an unexpected keyword argument 'bogus'", naming a function nobody called."""
+    captioner, features = shapes
+    for call in (captioner.generate, captioner.caption_features):
+        with pytest.raises(
+            TypeError, match=f"^{call.__name__}: unknown option\\(s\\) bogus: the options are beam_size"
+        ):
+            call(features[:1], bogus=1)
+    assert captioner.caption_features(features[:1], no_repeat_ngram=2)[0].words  # a known one: searched as before
+    (cap,) = captioner.caption_features(features[:1])  # no probabilities read: [], but a bad threshold is still one
+    assert cap.unsure() == []
+    with pytest.raises(ValueError, match="below must be a probability"):
+        cap.unsure(below=5)

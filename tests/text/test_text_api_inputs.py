@@ -117,3 +117,25 @@ def test_another_models_translation_is_refused_by_explain_and_with_probs(bahdana
     ((read,),) = word.read_texts([["ein", "mann"]], ["a zebra"])  # a text given to it: its unknown word, <unk>
     assert read.given and word.explain(read).evidence.shape[0] == len(read.tokens)
     assert translator.with_probs(toks, [theirs])[0].probs is not None  # its own: read as before
+
+
+def test_a_sampling_seed_and_an_ensembles_names_are_checked_when_given(bahdanau):
+    """A seed of 'x' or 1.5 was taken, then failed at the first draw deep in the search ("can only concatenate str");
+    an ensemble given fewer names than members failed in zip; a bad threshold passed where no probabilities were
+    read."""
+    from text_attn.core.decoding import Sampling
+    from text_attn.translation.ensemble import EnsembleTranslator
+
+    for seed in ("x", 1.5, True):
+        with pytest.raises(
+            ValueError, match=f"^sampling's seed must be an integer or None, got {re.escape(repr(seed))}"
+        ):
+            Sampling(seed=seed)
+    assert Sampling(seed=3).seed == 3
+    translator, toks = bahdanau
+    with pytest.raises(ValueError, match="^an ensemble of 2 translators needs 2 names, got 1"):
+        EnsembleTranslator([translator, translator], names=["a"])
+    (plain,) = translator.translate_tokens(toks)
+    assert plain.unsure() == []
+    with pytest.raises(ValueError, match="below must be a probability"):
+        plain.unsure(below=0)

@@ -193,6 +193,9 @@ class Sampling:
                 f"sampling needs a finite temperature > 0, an integer top_k >= 0 and 0 < top_p <= 1 (got "
                 f"{self.temperature!r}, {self.top_k!r}, {self.top_p!r})"
             )
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, Integral)):
+            # "can only concatenate str (not "int") to str" at the first draw, deep in the search
+            raise ValueError(f"sampling's seed must be an integer or None, got {self.seed!r}")
 
     def uniform(self, cdf: Tensor, generator: torch.Generator | None, keys: Tensor | None, step: int) -> Tensor:
         """One uniform in [0, 1) per row of ``cdf`` (N, V), (N, 1) in its dtype and on its device: with a seed, the

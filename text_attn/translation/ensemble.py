@@ -47,6 +47,8 @@ class TranslationEnsemble:
         if len(members) < 2:
             raise ValueError(f"an ensemble needs at least 2 translators, got {len(members)}")
         names = names or ["the first member", *(f"member {k}" for k in range(1, len(members)))]
+        if len(names) != len(members):  # zip's "argument 2 is longer than argument 1"
+            raise ValueError(f"an ensemble of {len(members)} translators needs {len(members)} names, got {len(names)}")
         first = members[0]
         for name, m in zip(names[1:], members[1:], strict=True):
             if (m.codec.mode, m.lower) != (first.codec.mode, first.lower):

@@ -115,9 +115,10 @@ class Translation:
     def unsure(self, below: float = UNSURE) -> list[tuple[str, float]]:
         """The words the model gave a probability under ``below`` (text_attn.core.unsure), each with it, in order;
         [] where the translation was not read (``word_probs`` None: translate with probs=True)."""
+        below = check_threshold(below, "below")  # checked on both paths: a bad one passed where none were read
         if self.word_probs is None or self.words is None:
             return []
-        return unsure_words(self.words, self.word_probs, check_threshold(below, "below"))
+        return unsure_words(self.words, self.word_probs, below)
 
     def __repr__(self) -> str:
         """Short and stable (no attention tensor): what a notebook stores as text."""
