@@ -618,8 +618,9 @@ def search(
     words or tokens), the search one step more, for the end alone (:func:`end_choice`); ``row_max_len`` counts steps.
     """
     if sampling is not None and (beam_size > 1 or n_best > 1):
-        raise ValueError("sampling draws one output (a caption, a translation) per input: use it with beam size 1 "
-                         "and n_best 1")
+        raise ValueError(
+            "sampling draws one output (a caption, a translation) per input: use it with beam size 1 and n_best 1"
+        )
     if beam_size <= 1:
         if n_best > 1:
             raise ValueError(f"n_best {n_best} needs a beam at least as wide (beam_size >= n_best)")
