@@ -19,3 +19,16 @@ def test_an_option_is_said_as_typed_where_the_caller_words_it():
         "--beam-size 5 (this run: 3)",
     ]
     assert differences(old, new) == ["--unsure 0.1 (this run: 0.5)", "--beam-size 5 (this run: 3)"]  # as stored
+
+
+def test_an_option_not_given_either_way_is_no_difference():
+    """A record without a flag (written before it, or an --output record beside a --jsonl file) and a run that gives
+    it as False: refused for "--evidence not given (this run: not given)". 0 is a value, not an absence."""
+    old = _record(**{"--beam-size": 5, "--n-best": None})
+    new = _record(**{"--beam-size": 5, "--n-best": None, "--evidence": False, "--keep-case": None})
+    assert differences(old, new) == []
+    assert differences(_record(**{"--no-repeat-ngram": None}), _record(**{"--no-repeat-ngram": 0})) == [
+        "--no-repeat-ngram not given (this run: 0)"]  # fmt: skip
+    assert differences(old, _record(**{"--beam-size": 5, "--evidence": True})) == [
+        "--evidence not given (this run: given)"
+    ]

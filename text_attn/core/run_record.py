@@ -49,7 +49,12 @@ def differences(
         said.append(f"another model file ({old.get('model', '?')}; this run: {new['model']})")
     was, now = old.get("options", {}), new["options"]
     for flag in dict.fromkeys([*was, *now]):
-        if flag in skip or was.get(flag) == now.get(flag):
+        # not given either way (a record of before a flag holds none of it) was "not given (this run: not given)"
+        if (
+            flag in skip
+            or was.get(flag) == now.get(flag)
+            or all(v is None or v is False for v in (was.get(flag), now.get(flag)))
+        ):
             continue
         if flag in worded:
             said.append(f"{worded[flag](was.get(flag))} (this run: {worded[flag](now.get(flag))})")
