@@ -113,6 +113,16 @@ def test_records_made_with_other_options_are_refused_naming_them(model_file, tmp
         "cannot be checked against this model and options; r.jsonl.run.json covers the records from this run on"
     )
     assert [json.loads(line)["input"] for line in jsonl.read_text().splitlines()] == [1, 2, 3, 4]
+    # no record and lines that are no records of translate (a text file, caption's records): they were counted as
+    # inputs done, the translations appended after them, exit 0
+    for lines in ("A man.\nA dog.\n", '{"image": "a.jpg", "caption": "a dog"}\n', '{"input": 2}\n'):
+        other = tmp_path / "other.jsonl"
+        other.write_text(lines)
+        code, _, err = _run(model_file, capsys, monkeypatch, *LINES[:4], "--jsonl", str(other), "--resume")
+        assert code == 2 and err.strip() == (f"translate: error: --resume: --jsonl {other}'s line 1 is not translate's "
+                                             'record of input 1 ({"input": 1, ...}): it is not a run of translate; '
+                                             "give another --jsonl FILE"), err  # fmt: skip
+        assert other.read_text() == lines
 
 
 def test_records_on_stdout_beside_a_resumed_output_are_this_runs_numbered_by_input(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -267,6 +268,8 @@ def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) 
              f"another {flag} FILE (--resume goes on from a run without --keep-layout, a line an input)")  # fmt: skip
     before = old.get("lines_before") if old is not None and old.get("checked") is False else None
     before = before if isinstance(before, int) else None
+    if old is None and flag == "--jsonl":  # no record: its lines must at least be translate's records, in order
+        _check_records(output, held)
     if old is None or before is not None and held <= before:  # a record that covers none of them: as if none
         settings.update(lines_before=held, checked=False)
         print(f"translate: note: --resume: {output} has no run record for its {held} {unit} (written before "
@@ -280,6 +283,21 @@ def check_record(args: argparse.Namespace, flag: str, settings: dict[str, Any]) 
         fail("translate", f"--resume: {output}'s {which} were made with {'; '.join(said)}: resume with the "
              f"same model and options, or give another {flag} FILE (to mix them anyway, remove {path})")  # fmt: skip
     return InputsCheck(output, old.get("inputs"), path, flag)
+
+
+def _check_records(output: str, held: int) -> None:
+    """One line refusing a --jsonl FILE without a run record whose first ``held`` lines are not translate's records
+    numbered 1, 2, ... (``{"input": N, ...}``): a text file or caption's records were counted as inputs done and the
+    translations appended after them, exit 0."""
+    with open(output, "rb") as f:
+        for k, line in enumerate(itertools.islice(f, held), 1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict) or record.get("input") != k:
+                fail("translate", f"--resume: --jsonl {output}'s line {k} is not translate's record of input {k} "
+                     f'({{"input": {k}, ...}}): it is not a run of translate; give another --jsonl FILE')  # fmt: skip
 
 
 class InputsCheck(NamedTuple):
