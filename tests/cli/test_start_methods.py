@@ -122,7 +122,7 @@ def sent_to_optimize(monkeypatch) -> dict:
     from captioning.training import streaming
 
     given: dict = {}
-    monkeypatch.setattr(streaming, "frozen_encoder", lambda cfg: (_QuadrantMeans().eval(), "fingerprint"))
+    monkeypatch.setattr(streaming, "frozen_encoder", lambda cfg, *start: (_QuadrantMeans().eval(), "fingerprint"))
     monkeypatch.setattr(streaming, "optimize_splits", lambda *a, **k: given.update(inputs=a[4], item_fn=a[5]) or {})
     return given
 

@@ -11,6 +11,8 @@ import io
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -307,6 +309,7 @@ def test_stdin_refused_leaves_the_output_file_as_it_was(model_file, capsys, monk
     """The outputs were opened, so emptied, before stdin's first read was refused (an --output FILE of a day's
     work: 0 bytes, and "FILE: --resume continues after the inputs done" said of none); "[Errno None]" before a
     resume's."""
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "o.txt"
     out.write_text("precious line\n")
     code, printed, err = _run(model_file, capsys, monkeypatch, data, "--output", out, *args)
@@ -314,6 +317,20 @@ def test_stdin_refused_leaves_the_output_file_as_it_was(model_file, capsys, monk
     assert code == 2 and printed == "" and last.startswith(f"translate: error: {said}"), err
     assert "Errno" not in err and "--resume continues" not in err and "error" not in err.replace(last, "")
     assert out.read_text() == "precious line\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.txt"]  # nothing made, no page, no temporary file
+
+
+@pytest.mark.long  # the command in a process of its own: ~3 s
+def test_stdin_refused_leaves_no_pages_temporary_file(model_file, tmp_path):
+    """An --html page was opened (its temporary file made) before stdin's first read was refused, and left (review):
+    the command's own process, as a user runs it (in a test's process a finalizer removed it)."""
+    run = (
+        "import sys; from text_attn.translation.translate_cli import main; sys.argv[0] = 'translate'; sys.exit(main())"
+    )
+    done = subprocess.run([sys.executable, "-c", run, "--model", str(model_file), "--html", "p.html", "--output",
+                           "o.txt"], cwd=tmp_path, input="", capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.startswith("translate: error: no input"), done.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_byte_order_mark_before_stdins_text_is_no_part_of_it(model_file, capsys, monkeypatch, tmp_path):

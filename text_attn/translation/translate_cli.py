@@ -415,11 +415,19 @@ def _first_input_read(translator, args: argparse.Namespace) -> Iterator[str | No
         while first is None:  # a pipe with nothing yet: its first line waited for
             first = next(inputs, False)
     except OSError as err:
-        fail("translate", f"cannot read stdin: {one_line(err.err if isinstance(err, StreamFailed) else err)}")
+        _no_input(args, f"cannot read stdin: {one_line(err.err if isinstance(err, StreamFailed) else err)}")
     if first is False:
-        fail("translate", "no input: give sentences as arguments or on stdin" +
-             (" (stdin held only blank lines: no paragraph)" if args.paragraphs else ""))  # fmt: skip
+        _no_input(args, "no input: give sentences as arguments or on stdin" +
+                  (" (stdin held only blank lines: no paragraph)" if args.paragraphs else ""))  # fmt: skip
     return itertools.chain([first], inputs)
+
+
+def _no_input(args: argparse.Namespace, message: str) -> NoReturn:
+    """The refusal of stdin's first read: --json's list of no records first (what a reader of stdout parses), then
+    the one line."""
+    if args.json:
+        print("[]", flush=True)
+    fail("translate", message)
 
 
 def _typed() -> bool:
@@ -953,6 +961,8 @@ def _translate_main(args: argparse.Namespace) -> int:
                                           records=flag == "--jsonl")  # fmt: skip
     except OSError as err:
         fail("translate", f"cannot read {err.filename}: {err.strerror or one_line(err)}")
+    if not (args.sentences or args.resume or args.demo or _typed()):  # before an output is opened (so emptied, or
+        args.stdin_rest = _first_input_read(translator, args)  # a page's temporary file made)
     report = None
     if args.html:
         from text_attn.translation.alignment_page import open_alignment_page
@@ -981,8 +991,6 @@ def _translate_main(args: argparse.Namespace) -> int:
             fail("translate", f"cannot write {record}: {err}")
     if getattr(args, "resume_note", None):  # one file ahead of the other: said once nothing refuses the resume
         print(f"translate: note: {args.resume_note}", file=sys.stderr)
-    if not (args.sentences or args.resume or args.demo or _typed()):  # before an output is opened, so emptied
-        args.stdin_rest = _first_input_read(translator, args)
     say_seed("translate", args)  # --sample's seed drawn for the run (or a resume's): once nothing refuses the options
     # a rerun without --resume starts a file afresh, as a shell's > would; said, as a forgotten --resume loses work
     # (caption's --jsonl says so too)
