@@ -441,12 +441,15 @@ def _check_processes(args: argparse.Namespace) -> None:
             fail("caption", f"{flag} must be at least 1, got {value}")
     from text_attn.core.cpu_load import cpu_ids
 
-    # a typo's 1000 started ~8 processes a second, each loading the model (5 GB in 12 s on 2 cores), until the
-    # machine ran out of memory; a machine's GPUs are fewer than its cores, and processes past them share the cores
-    most = 2 * len(cpu_ids())
-    if args.devices > most:
-        fail("caption", f"--devices {args.devices}: more than twice the {most // 2} cores this machine lets it use; "
-             f"each process loads the model and they share the cores (no faster): give at most {most}")  # fmt: skip
+    # CPU processes caption starts itself: a typo's 1000 started ~8 a second, each loading the model (5 GB in 12 s
+    # on 2 cores), until the machine ran out of memory. Not GPUs, nor processes another launcher starts (srun pins
+    # each to its own cores: the documented --devices 8 --device cuda was refused, review)
+    cores = len(cpu_ids())
+    on_cpu = not str(args.device).startswith("cuda")
+    if on_cpu and should_start(args.devices, args.num_nodes) and args.devices > 2 * cores:
+        fail("caption", f"--devices {args.devices}: more CPU processes than twice the cores this machine lets it "
+             f"use ({cores}); each loads the model and they share the cores (no faster): give at most "
+             f"{2 * cores}")  # fmt: skip
     if "-" in args.images and args.devices * args.num_nodes > 1 and not hands_on_stdin(args.devices, args.num_nodes):
         fail("caption", "- (paths on stdin) with several processes needs caption to start them itself (one machine, "
              "CAPTION_EARLY_START unset): each process started by another launcher has a stdin of its own; give the "

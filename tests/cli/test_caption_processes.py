@@ -179,7 +179,7 @@ def test_bad_uses_of_devices_are_one_line(model, tmp_path, capsys):
         (["--jsonl", tmp_path / "o.jsonl", "--html", tmp_path / "p.html"], "--html draws one page"),
         (["--jsonl", tmp_path / "o.jsonl", "--devices", "0"], "--devices must be at least 1"),
         # a typo's 1000 started processes until the machine ran out of memory
-        (["--jsonl", tmp_path / "o.jsonl", "--devices", "1000"], "--devices 1000: more than twice the "),
+        (["--jsonl", tmp_path / "o.jsonl", "--devices", "1000"], "--devices 1000: more CPU processes than twice the "),
         (["--jsonl", tmp_path], "cannot use --jsonl"),
     ):
         with pytest.raises(SystemExit) as exc:
