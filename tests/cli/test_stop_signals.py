@@ -106,6 +106,28 @@ def test_a_sigterm_before_the_training_loop_exits_143_with_one_line(tmp_path, cl
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the run's stand-in given back
 
 
+@pytest.mark.long
+def test_a_sigterm_as_the_model_file_is_written_lets_it_be_written(tmp_path, cli_run_in_tmp, capsys, monkeypatch,
+                                                                   _int_handler):  # fmt: skip
+    """Lightning gives the run's own handler back before on_fit_end: a SIGTERM as the model file was written raised
+    there, said "interrupted ... --ckpt_path last resumes from it", and a resume of that last.ckpt exported without
+    its best checkpoint (review). The fit ends as usual, its model file written, exit 0."""
+    from text_attn.core.training import RunState
+
+    cfg = str(resumable_config(tmp_path, "text", every=5))
+    real = RunState.export_best
+
+    def signalled(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunState, "export_best", signalled)
+    text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b", "--model.export_path", "b.pt"])
+    err = capsys.readouterr().err
+    assert (tmp_path / "b.pt").is_file() and "interrupted" not in err and "wrote model file: b.pt" in err, err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 def _resumed_as_uninterrupted(cfg: str, options: list[str], **compared) -> None:
     """The stopped run in ``b`` resumed with ``--ckpt_path last`` to the end has the weights of the same fit run
     uninterrupted in ``a`` (``options``: the fit's; ``compared``: assert_same_weights' options)."""

@@ -424,3 +424,21 @@ def test_an_error_every_process_meets_alike_is_said_by_a_machines_first(local_ra
     assert exc.value.code == 2
     assert err == (f"text-train: error: {tmp_path / 'gone'}: no such folder (data.root: the corpus folder with "
                    "<split>.<lang>[.gz] files)\n" if said else ""), err  # fmt: skip
+
+
+@pytest.mark.long  # a tiny fit to its first step: ~3 s
+def test_an_error_of_a_process_own_work_is_said_by_it(tmp_path, capsys, monkeypatch, cli_run_in_tmp):
+    """Once its own work began (here its first training step: a damaged chunk only it streams), an error is this
+    process's own: said by it, whatever its rank (review: it was silenced, the first process saying only "another
+    process of this run was lost")."""
+    from text_attn.translation.module import TranslationModule
+
+    def damaged(self, batch, batch_idx):
+        raise ValueError("a damaged chunk only this process reads")
+
+    monkeypatch.setattr(TranslationModule, "training_step", damaged)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(SystemExit) as exc:
+        text_train(["fit", "--config", "reorder_bahdanau", "--trainer.max_steps", "1"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "text-train: error: a damaged chunk only this process reads" in err, err

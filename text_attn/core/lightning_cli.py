@@ -153,7 +153,14 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
     from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
     from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 
-    from text_attn.core.lightning_parts import AtomicCheckpointIO, BuiltModuleSWA, MonitorCheck, SafeSaveConfig
+    from text_attn.core.lightning_parts import (
+        STAGES,
+        AtomicCheckpointIO,
+        BuiltModuleSWA,
+        MonitorCheck,
+        SafeSaveConfig,
+        StageMarks,
+    )
     from text_attn.core.modelfile import CHECKPOINT_FAMILIES, checkpoint_family
 
     class OneLineParser(LightningArgumentParser):
@@ -262,6 +269,7 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 made.callbacks.append(ProgressLines(prog))
             BuiltModuleSWA.swap_in(made.callbacks)  # Lightning's own averaged a copy without the network: nothing
             made.callbacks.insert(0, MonitorCheck())  # first: before the callbacks that act on a monitored metric
+            made.callbacks.insert(0, StageMarks())  # how far the run came: what an error or a SIGTERM then means
             return made
 
         def before_instantiate_classes(self) -> None:
@@ -317,8 +325,10 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
             folders = unused_runs.missing_folders(unused_runs.run_folders(self.trainer, self.datamodule, export))
             try:
                 # a SIGTERM before Lightning's loop takes signals (the photos' features cached, minutes) ended the
-                # process at once, exit 143 without a line: it stops the run as Ctrl-C does there
-                with sigterm_interrupts(until_replaced=True):
+                # process at once, exit 143 without a line: it stops the run as Ctrl-C does there. Once the loop
+                # began, Lightning's handler acts (it calls this one too); after it (Lightning gives this one back
+                # before on_fit_end) the model file is written and the fit ends as usual
+                with sigterm_interrupts(active=lambda: not STAGES["loop"]):
                     super()._run_subcommand(subcommand)
             except BaseException as exc:
                 self._give_back_export()
@@ -926,8 +936,10 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
     """:func:`run_lightning_cli`'s run, its config names resolved, within its :func:`quiet_lightning`."""
     from lightning_fabric.utilities.exceptions import MisconfigurationException  # a Trainer option out of range
 
+    from text_attn.core.lightning_parts import STAGES
     from text_attn.core.training import TrainingDiverged  # torch: not at the top (refuse_missing_files runs without)
 
+    STAGES.update(work=False, loop=False)  # this run's (a notebook or a test runs several in one process)
     nodes = read_config_files(prog, argv)
     named = _given_options(argv, nodes)  # an old option's name, even set to null
     for old, new in (renamed or {}).items():
@@ -961,9 +973,11 @@ def _run_cli(prog: str, module_cls: type, datamodule_cls: type, argv: list[str],
             parser_kwargs={"prog": prog, "description": description, "allow_abbrev": False},
         )
     except (*errors, TrainingDiverged, WriteError, CheckpointRefused, MisconfigurationException) as exc:
-        if not first_on_machine() and isinstance(exc, (*errors, CheckpointRefused, MisconfigurationException)):
-            # the options, data and checkpoints every process of a machine reads alike (its first says it): under
-            # DDP each line was said once a process; a diverged loss or a failed write may be this process's own
+        alike = (*errors, CheckpointRefused, MisconfigurationException)
+        if not first_on_machine() and not STAGES["work"] and isinstance(exc, alike):
+            # the options, data and checkpoints every process of a machine reads alike, before its own work (its
+            # first says it): under DDP each line was said once a process. After (a damaged chunk only this process
+            # streams, a diverged loss, a failed write), this process's own: said (review)
             raise SystemExit(2) from None
         fail(prog, _parser_message(str(exc)))  # a class that refused its options when made reads as the parser's
     except RuntimeError as exc:  # a monitor no validation ran to log (lightning_parts.MonitorCheck says the others)

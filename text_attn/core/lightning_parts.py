@@ -226,6 +226,24 @@ def _norms_that_train(module: nn.Module) -> list[nn.Module]:
     return found
 
 
+# How far the command's run has come (reset as each starts: lightning_cli): "work", a process's own work begun (the
+# fit's on_fit_start: the feature cache encodes each process's share of the photos; the loops), before which every
+# process met what the others did (options, data, checkpoints); "loop", Lightning's loop begun, which takes SIGTERM.
+STAGES = {"work": False, "loop": False}
+
+
+class StageMarks(Callback):
+    """Sets :data:`STAGES` as the run reaches them (the CLI adds it to every trainer it makes)."""
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        STAGES["work"] = True
+
+    def _loop(self, *args: Any) -> None:
+        STAGES["work"] = STAGES["loop"] = True
+
+    on_sanity_check_start = on_train_start = on_validation_start = on_test_start = on_predict_start = _loop
+
+
 class MonitorCheck(Callback):
     """The metric each EarlyStopping and ModelCheckpoint monitors, checked before it can cost a run (the CLI puts this
     callback first, before those that act on a monitored metric). A name no such run logs ends it in one line naming

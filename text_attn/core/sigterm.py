@@ -8,7 +8,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class Terminated(KeyboardInterrupt):
@@ -16,13 +16,14 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def sigterm_interrupts(until_replaced: bool = False) -> Iterator[None]:
+def sigterm_interrupts(active: Callable[[], bool] | None = None) -> Iterator[None]:
     """While the block runs, the first SIGTERM raises :class:`Terminated` where the run is (later ones are ignored
     while it winds up), so the outputs are closed with what they hold and the lock files removed, as after Ctrl-C;
     by default the process ended at once, silent, its lock file left. A handler set by someone else is kept (not
     safe_files' removal of temporary outputs: it is the default's stand-in, given back after the block).
-    ``until_replaced``: only while this handler is the process's own; one set within the block that calls it too
-    (Lightning's signal connector, as its training loop starts: it stops the loop at a step) acts alone."""
+    ``active``: only while it says so (a SIGTERM after is ignored); and only while this handler is the process's
+    own: one set within the block that calls it too (Lightning's signal connector, as its loop starts: it stops the
+    loop at a step) acts alone."""
     number = getattr(signal, "SIGTERM", None)
     if number is None or threading.current_thread() is not threading.main_thread():
         yield
@@ -37,7 +38,7 @@ def sigterm_interrupts(until_replaced: bool = False) -> Iterator[None]:
     fired = []
 
     def terminate(signum, frame) -> None:
-        if until_replaced and signal.getsignal(number) is not terminate:
+        if active is not None and (not active() or signal.getsignal(number) is not terminate):
             return
         if not fired:
             fired.append(signum)
