@@ -136,6 +136,10 @@ def optimize_captions(
     if hp.source == "shapes":
         raise CaptionDataError("data.source shapes: the scenes are drawn in memory, there is no corpus to optimize")
     options = {**dict(hp), "features": features}
+    start = (config.get("model") or {}).get("init_from")
+    if features and start:  # the features are its encoder's: a folder of another start's, or the package's, is
+        # another folder (review: it was kept, "written earlier", and fit refused it again and again)
+        options["features_from"] = [str(start), (config.get("model") or {}).get("init_member")]
     if (done := finished_earlier(out, FAMILY, options)) is not None:
         return done
     dm.setup("fit")

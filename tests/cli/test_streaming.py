@@ -456,7 +456,12 @@ def test_feature_chunks_of_a_config_starting_from_a_model_hold_its_encoders_feat
     caption_train_cli(["fit", "--config", cfg, "--trainer.max_steps", "2", "--model.encoder_lr", "0.01",
                        "--data.cache_features", "false", "--model.export_path", "start.pt"])  # fmt: skip
     frozen = write_config(tmp_path / "frozen.yaml", FIX / "captions/tiny_shapes.yaml", data, lite)
+    caption_main(["optimize", "--config", frozen, "--out", "package", "--features", "true"])  # the package's encoder
     start = ["--model.init_from", "start.pt"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:  # that folder is not the start's features: not kept as "written earlier"
+        caption_main(["optimize", "--config", frozen, *start, "--out", "package", "--features", "true"])
+    assert exc.value.code == 2 and "holds chunks made with other data options" in capsys.readouterr().err
     caption_main(["optimize", "--config", frozen, *start, "--out", "chunks", "--features", "true"])
     cli = caption_train_cli(["fit", "--config", frozen, *start, "--data.root", "chunks", "--trainer.max_steps", "1"])
     assert cli.trainer.global_step == 1
