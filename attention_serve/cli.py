@@ -35,6 +35,7 @@ MIN_MEGAPIXELS = 0.1  # --max-pixels below it (a 316 x 316 photo) is refused: 1e
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds (localhost is 127.0.0.1)
 # log lines of LitServe's and uvicorn's dropped (apis.LinesWithout): a page switched off, a count of cancelled requests
 SWAGGER, CANCEL_COUNT = "Swagger UI", "timeout graceful shutdown exceeded"
+NOT_ALIVE = "Already not alive"  # LitServe's of an HTTP process gone: the supervisor's line says which and how
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -457,6 +458,7 @@ def _serve(server, args: argparse.Namespace) -> int:
     # LitServe's "Swagger UI is available at .../docs" at --log-level info: /docs is switched off here; uvicorn's
     # "Cancel N running task(s), timeout graceful shutdown exceeded": each request it cancels has its own 503 line
     logging.getLogger("litserve.server").addFilter(LinesWithout(SWAGGER))
+    logging.getLogger("litserve.server").addFilter(LinesWithout(NOT_ALIVE))
     logging.getLogger("uvicorn.error").addFilter(LinesWithout(CANCEL_COUNT))
     try:
         server.run(host=args.host, port=args.port, num_api_servers=1, log_level=args.log_level,
@@ -470,6 +472,11 @@ def _serve(server, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # a stop while the models loaded: nothing was served; the workers are ended likewise
         _say("attention-serve: stopped")
         return 0
+    except (EOFError, ConnectionError) as err:  # LitServe's manager killed: its shutdown event is gone with it (a
+        # traceback of the main process, exit 1 without a line); the supervisor said what it found
+        said = "" if server.gave_up else f": LitServe's manager process is gone ({type(err).__name__})"
+        print(f"attention-serve: stopped (exit 1){said}", file=sys.stderr, flush=True)  # the supervisor's said why
+        return 1
     if server.gave_up is not None:  # its line is in the log already (workers.py)
         _say("attention-serve: stopped (exit 1)")
         return 1

@@ -16,6 +16,7 @@ core to 1.2%.
 
 from __future__ import annotations
 
+import os
 import time
 from queue import Empty
 from typing import Any
@@ -43,6 +44,13 @@ class IdleWaitingLoop(BatchedLoop):
     _last_request = float("-inf")  # time.monotonic() of the last batch this worker took
 
     def get_batch_requests(self, lit_api, request_queue, transport) -> tuple[list, list]:
+        try:
+            return self._gathered(lit_api, request_queue, transport)
+        except (EOFError, OSError):  # LitServe's manager, which holds the queue, is gone (killed): nothing can come;
+            # the main process says so and stops the server (each worker printed a 30-line traceback)
+            os._exit(1)
+
+    def _gathered(self, lit_api, request_queue, transport) -> tuple[list, list]:
         if time.monotonic() - self._last_request >= HOT_SECONDS:  # idle: wait in one get, no polling
             try:
                 first = request_queue.get(timeout=IDLE_WAIT)

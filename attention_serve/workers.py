@@ -309,19 +309,36 @@ class SupervisedServer(ls.LitServer):
         super()._perform_graceful_shutdown(manager, uvicorn_workers, shutdown_reason)
 
     def _start_worker_monitoring(self, manager, uvicorn_workers) -> None:
+        self.http = list(uvicorn_workers.values()) if isinstance(uvicorn_workers, dict) else list(uvicorn_workers)
         threading.Thread(target=self._supervise, daemon=True, name="attention-serve-supervisor").start()
 
     def _supervise(self) -> None:
         try:
             self._supervise_until_stopped()
-        except (OSError, EOFError) as err:  # LitServe's manager is gone (a stop's shutdown, or killed): nothing to do
-            if not self.stopping and not self.gave_up:
-                log(f"the supervisor stopped: LitServe's manager process is gone ({type(err).__name__})")
+        except (OSError, EOFError) as err:  # LitServe's manager is gone (a stop's shutdown, or killed)
+            if not self.stopping and not self.gave_up:  # killed: nothing can be served (its queues are gone)
+                self.gave_up = f"LitServe's manager process is gone ({type(err).__name__}): no request can be answered"
+                log(self.gave_up)
+
+    def _http_gone(self) -> bool:
+        """Whether an HTTP process ended while serving (killed, the OOM killer's pick: ~490 MB): the port stayed open
+        in this process and the manager, every connection hung, /health too, nothing logged, for ever (review). The
+        server gives up: one line, and the command exits 1 for its supervisor (systemd, Kubernetes) to restart it."""
+        gone = next((p for p in getattr(self, "http", []) if not p.is_alive()), None)
+        if gone is None or self.stopping:
+            return False
+        self.gave_up = f"LitServe's HTTP process (pid {gone.pid}) stopped ({how_it_ended(gone.exitcode)}): no request "
+        self.gave_up += "can be taken; stopping"
+        log(self.gave_up)
+        return True
 
     def _supervise_until_stopped(self) -> None:
         deaths: dict[str, deque[float]] = {r: deque() for r in self.board.routes()}
         died_at: dict[int, float] = {}
         while not self.stopping and not self._shutdown_event.is_set():
+            if self._http_gone():
+                self._shutdown_event.set()  # run() then stops everything, and the command exits 1
+                return
             for slot in self.board.slots:
                 proc = self.inference_workers[slot.index]
                 if proc.is_alive():

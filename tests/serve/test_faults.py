@@ -7,6 +7,7 @@ server with one line and exit 1. No traceback in any log."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -253,6 +254,45 @@ def test_a_crash_loop_stops_the_server_with_one_line_and_exit_1(models, tmp_path
     assert log.count("a caption worker cannot load its model") == 2, log
     assert "the caption model's worker stopped 3 times within 60 s (last: exit code 1); giving up" in log, log
     assert "Traceback" not in log and log.rstrip().endswith("attention-serve: stopped (exit 1)"), log
+
+
+def _server_children(server: Server) -> list[int]:
+    """The server's own child processes (LitServe's manager, then its HTTP process), oldest first: not the worker
+    template (the forkserver) nor multiprocessing's resource tracker."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and _parent(proc) == server.proc.pid:
+            with contextlib.suppress(OSError):
+                cmdline = (proc / "cmdline").read_text()
+                if "multiprocessing" not in cmdline:
+                    started = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[19])
+                    found.append((started, int(proc.name)))
+    return [pid for _, pid in sorted(found)]
+
+
+@pytest.mark.slow  # its own server, twice: ~20 s
+@pytest.mark.parametrize(("which", "said"), [
+    (-1, "LitServe's HTTP process (pid {pid}) stopped (killed by SIGKILL): no request can be taken; stopping"),
+    (0, "LitServe's manager process is gone"),
+])  # fmt: skip
+def test_a_killed_http_or_manager_process_stops_the_server_with_one_line_and_exit_1(models, tmp_path, which, said):
+    """The HTTP process killed (the out-of-memory killer's pick: ~490 MB): the port stayed open, every connection and
+    /health hung, nothing logged, for ever. LitServe's manager killed: a traceback from every process, exit 1 without
+    a line (review). Either: one line, exit 1, no traceback (a supervisor restarts the server)."""
+    srv = Server(["--caption-model", str(models["caption"]), "--text-model", "none"], tmp_path / "log")
+    try:
+        worker_pid(srv, "caption")  # ready
+        children = _server_children(srv)
+        assert len(children) == 2, children
+        victim = children[which]
+        os.kill(victim, signal.SIGKILL)
+        code = srv.proc.wait(60)
+    finally:
+        srv.stop()
+    log = (tmp_path / "log").read_text()
+    assert code == 1 and "Traceback" not in log, log
+    assert f"attention-serve: {said.format(pid=victim)}" in log, log
+    assert log.rstrip().endswith("attention-serve: stopped (exit 1)"), log
 
 
 def test_without_proc_a_worker_is_known_by_ps_and_ended_only_if_it_is_the_same(monkeypatch, tmp_path):
