@@ -175,3 +175,22 @@ def test_a_fit_that_would_train_no_step_is_refused_and_the_model_file_kept(cli_r
                                            "untrained weights as the model file; give a positive value (validate or "
                                            "test scores a checkpoint without training)"]  # fmt: skip
     assert model.read_bytes() == b"a trained model" and not list(cli_run_in_tmp.rglob("*.ckpt"))
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("00:00:00:00", "fit would train no step"),  # "Time limit reached" at once: the model file replaced, exit 0
+    ("{minutes: -1}", "fit would train no step"),
+    ("{minute: 1}", "not a duration ('minute' is an invalid keyword argument"),  # Lightning's Timer: a traceback
+])  # fmt: skip
+def test_a_max_time_of_nothing_or_no_duration_is_refused_and_the_model_file_kept(cli_run_in_tmp, capsys, value,
+                                                                                said):  # fmt: skip
+    cfg = _config(cli_run_in_tmp)
+    model = cli_run_in_tmp / "run" / "model.pt"
+    model.parent.mkdir()
+    model.write_bytes(b"a trained model")
+    with pytest.raises(SystemExit) as exc:
+        text_train_cli(["fit", "--config", str(cfg), "--trainer.max_time", value])
+    err = capsys.readouterr().err.splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("text-train: error: --trainer.max_time ")
+    assert said in err[0], err
+    assert model.read_bytes() == b"a trained model" and not list(cli_run_in_tmp.rglob("*.ckpt"))

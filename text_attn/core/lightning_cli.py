@@ -1053,6 +1053,34 @@ def _refuse_no_training(prog: str, node: Any) -> None:
             fail(prog, f"--trainer.{name} 0: fit would train no step and write the untrained weights as the "
                        "model file; give a positive value (validate or test scores a checkpoint without "
                        "training)")  # fmt: skip
+    limit = node.get("trainer.max_time")
+    seconds = _duration_seconds(prog, limit)
+    if seconds is not None and seconds <= 0:  # "Time limit reached" at once: the trained model file replaced, exit 0
+        fail(prog, f"--trainer.max_time {limit}: fit would train no step and write the untrained weights as the "
+                   "model file; give a positive duration (DD:HH:MM:SS, or {hours: 1})")  # fmt: skip
+
+
+def _duration_seconds(prog: str, value: Any) -> float | None:
+    """``trainer.max_time`` in seconds, where it is one Lightning's Timer reads ("DD:HH:MM:SS", a mapping of
+    timedelta's names); None for none, or a form Lightning refuses itself in one line. A mapping of another name
+    ({minute: 1}) refused in one line (Lightning's Timer raised timedelta's TypeError as a traceback)."""
+    import datetime
+
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, str):
+        parts = value.split(":")
+        if len(parts) == 4 and all(p.strip().lstrip("-").isdigit() for p in parts):
+            days, hours, minutes, secs = (int(p) for p in parts)
+            return ((days * 24 + hours) * 60 + minutes) * 60 + secs
+        return None
+    if hasattr(value, "items"):
+        try:
+            return datetime.timedelta(**dict(value.items())).total_seconds()
+        except TypeError as err:
+            fail(prog, f"--trainer.max_time {dict(value.items())}: not a duration ({err}): give DD:HH:MM:SS, or a "
+                       "mapping of days, hours, minutes, seconds")  # fmt: skip
+    return None
 
 
 def _refuse_half_weights(prog: str, node: Any) -> None:
