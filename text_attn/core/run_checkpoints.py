@@ -182,11 +182,18 @@ def _monitoring_states(checkpoint: Path) -> list[dict[str, Any]]:
 
 
 def best_recorded(checkpoint: Path) -> Path | None:
-    """The best model path that ``checkpoint``'s first metric-monitoring ModelCheckpoint state records (existing)."""
+    """The best model path that ``checkpoint``'s first metric-monitoring ModelCheckpoint state records (existing).
+    Lightning records it as the run named it: relative to the folder the fit ran in, so another working folder (an
+    absolute default_root_dir, a cd into the run) found none, and fit then started again from step 0 (review). Such a
+    path is looked for from each folder above the checkpoint too, and by its name beside it (a run folder moved)."""
     for state in _monitoring_states(checkpoint):
         path = Path(state.get("best_model_path") or "")
-        if path.is_file():
-            return path
+        if not str(path) or str(path) == ".":
+            continue
+        tried = [path] if path.is_absolute() else [path, *(up / path for up in checkpoint.resolve().parents)]
+        found = next((p for p in [*tried, checkpoint.parent / path.name] if p.is_file()), None)
+        if found is not None:
+            return found
     return None
 
 

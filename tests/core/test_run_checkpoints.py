@@ -1,0 +1,34 @@
+"""text_attn.core.run_checkpoints.best_recorded: the best model a checkpoint records, as Lightning records it
+(relative to the folder its fit ran in), found from any working folder."""
+
+from __future__ import annotations
+
+import torch
+
+from text_attn.core.run_checkpoints import best_recorded
+
+
+def _run(root, recorded: str):
+    """A run's checkpoints folder under ``root``: its best file and a last.ckpt recording ``recorded`` as the best."""
+    folder = root / "run3" / "lightning_logs" / "version_1" / "checkpoints"
+    folder.mkdir(parents=True)
+    best = folder / "best-epoch=1-step=200.ckpt"
+    best.write_bytes(b"weights")
+    state = {"monitor": "val_bleu", "best_model_path": recorded}
+    torch.save({"callbacks": {"ModelCheckpoint{'monitor': 'val_bleu'}": state}}, folder / "last.ckpt")
+    return folder / "last.ckpt", best
+
+
+def test_a_best_recorded_relative_to_the_fits_folder_is_found_from_another(tmp_path, monkeypatch):
+    """--ckpt_path best from another working folder (an absolute default_root_dir, a cd into the run) found none,
+    and fit then started again from step 0, unsaid but in a note (review)."""
+    last, best = _run(tmp_path, "run3/lightning_logs/version_1/checkpoints/best-epoch=1-step=200.ckpt")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for cwd in (tmp_path, elsewhere, best.parent):
+        monkeypatch.chdir(cwd)
+        assert best_recorded(last).resolve() == best.resolve(), cwd
+    moved, moved_best = _run(tmp_path / "moved", "gone/lightning_logs/version_1/checkpoints/best-epoch=1-step=200.ckpt")
+    assert best_recorded(moved) == moved_best  # by its name beside the checkpoint
+    nothing, _ = _run(tmp_path / "none", "")
+    assert best_recorded(nothing) is None
