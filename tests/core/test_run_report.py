@@ -310,3 +310,12 @@ def test_a_folder_above_several_runs_reports_the_one_logged_last_and_says_so(tmp
     assert chosen == new and note == (f"{tmp_path} holds the logs of 2 runs; this report is of the one logged last, "
                                       f"{tmp_path / 'new'}: give another's folder for it")  # fmt: skip
     assert locate_logs(tmp_path / "old") == (old, None)  # one run's folder: no note
+
+
+def test_the_best_skips_a_validation_that_logged_nan():
+    """A run whose first validation logged NaN reported "best BLEU-4 nan at step 10" (max and min stay on a first
+    NaN), where ModelCheckpoint kept the later score's checkpoint."""
+    nan = float("nan")
+    series = {"val_bleu": [(10, nan), (20, 0.21), (30, 0.18)], "train_loss": [(30, 1.0)]}
+    assert summary(series) == "logged to step 30, 3 validations; best BLEU-4 0.210 at step 20"
+    assert summary({"val_bleu": [(10, nan)]}) == "logged to step 10"  # no score to call best

@@ -373,7 +373,10 @@ def best_of(series: Series, mark: tuple[str, str] | None = None) -> tuple[str, i
     if key is None:
         return None
     pick = max if mode == "max" else min
-    step, value = pick(series[key], key=lambda p: p[1])
+    scored = [p for p in series[key] if not math.isnan(p[1])]  # max/min stayed on a first NaN ("best nan at step
+    if not scored:  # 10"), where ModelCheckpoint skips it
+        return None
+    step, value = pick(scored, key=lambda p: p[1])
     return key, step, value
 
 
@@ -474,7 +477,7 @@ def report_figure(series: Series, title: str = "", mark: tuple[str, str] | None 
 
 
 def summary(series: Series, mark: tuple[str, str] | None = None) -> str:
-    """'logged to step 119, 5 validations; best BLEU-4 0.412 at step 99' (the report's gist in one line; the best of
+    """'logged to step 120, 5 validations; best BLEU-4 0.412 at step 100' (the report's gist in one line; the best of
     ``mark``'s metric where the run chooses by it, :func:`best_of`)."""
     last = max((s for v in series.values() for s, _ in v), default=0)
     text = f"logged to step {last}"
