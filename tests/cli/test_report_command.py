@@ -138,3 +138,27 @@ def test_logs_that_left_the_recorded_folder_are_one_line_naming_it(tmp_path, cap
     assert err[0] == (f"caption-train report: error: {tmp_path / 'run'} holds no training logs, and the folders its "
                       f"logs.yaml records hold none either (moved or removed?): {tmp_path / 'gone' / 'version_0'}; "
                       "give the logger's folder (its save_dir) as RUN_DIR")  # fmt: skip
+
+
+def test_a_log_that_cannot_be_read_and_a_report_that_cannot_be_written_are_said_as_such(tmp_path, capsys,
+                                                                                      monkeypatch):  # fmt: skip
+    """A log the command could not read was "cannot write RUN_DIR/report.png: ... metrics.csv", the placeholder
+    itself, not the path (review)."""
+    import errno
+
+    import text_attn.core.run_report as run_report
+
+    run = write_run(tmp_path / "run")
+    metrics = next(Path(run).rglob("metrics.csv"))
+    for failed, said in ((metrics, f"cannot read {metrics}: Permission denied"),
+                         (tmp_path / "run" / "report.png", f"cannot write {tmp_path / 'run' / 'report.png'}: "
+                          "Permission denied (--out FILE writes it elsewhere)")):  # fmt: skip
+
+        def refused(*args, failed=failed, **kwargs):
+            raise PermissionError(errno.EACCES, "Permission denied", str(failed))
+
+        monkeypatch.setattr(run_report, "plot_report", refused)
+        with pytest.raises(SystemExit) as exc:
+            text_train(["report", str(tmp_path / "run")])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err == f"text-train report: error: {said}\n", err

@@ -534,8 +534,13 @@ def report_main(prog: str, argv: list[str], example: str = "runs/NAME") -> int:
             path = plot_report(series, out, f"{log_dir}: {summary(series, mark)}", mark)
     except RunReportError as err:
         fail(f"{prog} report", str(err))
-    except OSError as err:
-        fail(f"{prog} report", f"cannot write {args.out or 'RUN_DIR/report.png'}: {one_line(err)}")
+    except OSError as err:  # the picture's file, or a log that cannot be read (it said "cannot write RUN_DIR/...")
+        target = Path(args.out) if args.out else Path(args.run_dir) / "report.png"
+        failed = Path(err.filename) if getattr(err, "filename", None) else target
+        if failed.resolve() != target.resolve():
+            fail(f"{prog} report", f"cannot read {failed}: {err.strerror or one_line(err)}")
+        more = "" if args.out else " (--out FILE writes it elsewhere)"
+        fail(f"{prog} report", f"cannot write {target}: {err.strerror or one_line(err)}{more}")
     print(f"wrote {path}", file=sys.stderr)
     emit(f"{prog} report", f"{log_dir}: {summary(series, mark)}")
     return 0
