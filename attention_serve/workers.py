@@ -357,6 +357,19 @@ class SupervisedServer(ls.LitServer):
                     self._shutdown_event.set()  # run() then stops everything, and the command exits 1
                     return
             time.sleep(LOOK_EVERY)
+        self._last_look()
+
+    def _last_look(self) -> None:
+        """As a stop begins: a worker that died since the last look (a SIGTERM within a look of its death) has its
+        requests answered now, "worker stopped; retry" (they waited the whole --grace), and its death said."""
+        for slot in self.board.slots:
+            proc = self.inference_workers[slot.index]
+            if proc.is_alive() or not self.board.ready[slot.index]:
+                continue
+            self.board.ready[slot.index] = 0
+            self.board.generation[slot.index] += 1  # the HTTP process answers what it held with 503
+            log(f"the {slot.model} model's worker (pid {proc.pid}) stopped ({how_it_ended(proc.exitcode)}) as the "
+                "server stops")  # fmt: skip
 
     def _replace(self, slot: Slot, proc, deaths: deque[float], died_at: dict[int, float]) -> None:
         now = time.monotonic()

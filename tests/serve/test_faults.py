@@ -313,3 +313,22 @@ def test_without_proc_a_worker_is_known_by_ps_and_ended_only_if_it_is_the_same(m
         child.kill()
         child.wait()
     assert workers.start_time(child.pid) is None  # ended: unknown
+
+
+def test_a_worker_dead_as_the_stop_begins_has_its_requests_answered_and_its_death_said(capsys):
+    """A SIGTERM within a look (0.1 s) of a worker's death: the supervisor left without looking again, its requests
+    waited the whole --grace for a 503 "the server is stopping", and the death was never said (review)."""
+    from types import SimpleNamespace
+
+    from attention_serve.workers import Slot, SupervisedServer, WorkerBoard
+
+    board = WorkerBoard([Slot(0, "/caption", 0), Slot(1, "/translate", 0)])
+    board.ready[0] = board.ready[1] = 1
+    dead = SimpleNamespace(is_alive=lambda: False, pid=4242, exitcode=-9)
+    alive = SimpleNamespace(is_alive=lambda: True, pid=4343, exitcode=None)
+    SupervisedServer._last_look(SimpleNamespace(board=board, inference_workers=[dead, alive]))
+    assert list(board.ready) == [0, 1] and list(board.generation) == [1, 0]  # its requests: "worker stopped; retry"
+    assert (
+        "the caption model's worker (pid 4242) stopped (killed by SIGKILL) as the server stops"
+        in capsys.readouterr().err
+    )
