@@ -68,8 +68,9 @@ def _parser() -> argparse.ArgumentParser:
                    "whose name is pointed at this machine); bound to 0.0.0.0 or ::, any name unless this is "
                    "given")  # fmt: skip
     p.add_argument("--max-upload-mb", type=float, default=20,
-                   help="largest request body, MiB (default: 20): a photo sent as JSON base64 is 4/3 its size, as a "
-                   "raw or multipart body its own")  # fmt: skip
+                   help="largest /caption request body, MiB (default: 20): a photo sent as JSON base64 is 4/3 its "
+                   "size, as a raw or multipart body its own (/translate's: 12 bytes a character of --max-chars x "
+                   "--max-sentences)")  # fmt: skip
     p.add_argument("--max-queue", type=int, default=64,
                    help="requests in flight before new ones get 503 with Retry-After (default: 64)")  # fmt: skip
     p.add_argument("--max-sentences", type=int, default=64, help="sentences in one /translate request (default: 64)")

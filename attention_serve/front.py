@@ -363,7 +363,8 @@ class Front:
         if not down:
             return await send_json(send, 200, {"status": "ok", "models": state})
         what = " and ".join(f"the {WHAT['/' + name]} model's worker" for name in down)
-        await send_json(send, 503, {"error": f"{what} is starting; retry in a few seconds", "status": 503,
+        verb = "are" if len(down) > 1 else "is"  # "the caption model's worker and the translation ... is starting"
+        await send_json(send, 503, {"error": f"{what} {verb} starting; retry in a few seconds", "status": 503,
                                     "models": state}, {"Retry-After": RETRY_AFTER})  # fmt: skip
 
     async def _page(self, send) -> None:

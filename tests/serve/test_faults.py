@@ -332,3 +332,28 @@ def test_a_worker_dead_as_the_stop_begins_has_its_requests_answered_and_its_deat
         "the caption model's worker (pid 4242) stopped (killed by SIGKILL) as the server stops"
         in capsys.readouterr().err
     )
+
+
+def test_health_names_every_model_down_in_one_sentence():
+    """With both models' workers down it said "the caption model's worker and the translation model's worker is
+    starting"."""
+    import asyncio
+    import json
+    from types import SimpleNamespace
+
+    from attention_serve.front import Front
+    from attention_serve.workers import Slot, WorkerBoard
+
+    board = WorkerBoard([Slot(0, "/caption", 0), Slot(1, "/translate", 0)])
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    for ready, said in (((0, 0), "the caption model's worker and the translation model's worker are starting"),
+                        ((1, 0), "the translation model's worker is starting")):  # fmt: skip
+        board.ready[0], board.ready[1] = ready
+        sent.clear()
+        asyncio.run(Front._health(SimpleNamespace(waiting=SimpleNamespace(board=board)), send))
+        body = json.loads(b"".join(m.get("body", b"") for m in sent))
+        assert sent[0]["status"] == 503 and body["error"] == f"{said}; retry in a few seconds", body
