@@ -162,3 +162,18 @@ def test_a_log_that_cannot_be_read_and_a_report_that_cannot_be_written_are_said_
             text_train(["report", str(tmp_path / "run")])
         err = capsys.readouterr().err
         assert exc.value.code == 2 and err == f"text-train report: error: {said}\n", err
+
+
+@pytest.mark.parametrize("text", ["", "epoch,step,train_loss\n", "epoch,train_loss\n0,3.5\n0,3.2\n"])
+def test_a_metrics_file_that_holds_nothing_readable_is_said_as_such(tmp_path, capsys, text):
+    """An empty, header-only or step-less metrics.csv of a finished run was "no metrics logged yet (a fit logs every
+    50 steps ...)", as if the run had just begun."""
+    version = tmp_path / "run" / "lightning_logs" / "version_0"
+    version.mkdir(parents=True)
+    (version / "metrics.csv").write_text(text)
+    with pytest.raises(SystemExit) as exc:
+        text_train(["report", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err == (f"text-train report: error: {version / 'metrics.csv'}: no metric with its "
+                                           "step can be read from it (empty, cut off, or not the CSV logger's "
+                                           "columns: step, then the metrics)\n"), err  # fmt: skip

@@ -523,6 +523,10 @@ def report_main(prog: str, argv: list[str], example: str = "runs/NAME") -> int:
         chain = resumed_chain(log_dir)
         series = chained_metrics(chain)
         if not series:  # a fit before its first logged step (its TensorBoard file is made as it starts)
+            csv_file = Path(log_dir) / "metrics.csv"  # the CSV logger writes it at its first logged step
+            if csv_file.is_file():  # there, and nothing read: empty, cut, or without its step column, not "yet"
+                raise RunReportError(f"{csv_file}: no metric with its step can be read from it (empty, cut off, or "
+                                     "not the CSV logger's columns: step, then the metrics)")  # fmt: skip
             raise RunReportError(f"{log_dir}: no metrics logged yet ({first_log(log_dir)})")
         mark = monitored(chain[-1])  # what the run chooses its best by
         if len(chain) > 1:  # resumed: said in the title and the line (a version of another run folder by its path)
