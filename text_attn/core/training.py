@@ -606,8 +606,9 @@ class RunState:
         self._steps_before = log_at_checkpoint_step(trainer, checkpoint)
         self._validation_due = bool(checkpoint.get("validation_due"))
         start = getattr(self, "_start", None)
-        if start is not None and "start_scores" in checkpoint:  # a resumed fit compares with its start still
-            start.restore(checkpoint["start_scores"])
+        init_from = getattr(getattr(self, "hparams", None), "init_from", None)
+        if start is not None and init_from and "start_scores" in checkpoint:  # a resumed fit compares with its start
+            start.restore(checkpoint["start_scores"])  # still (a resume without it: no start to write back)
 
     def on_train_start(self) -> None:
         if getattr(self.trainer, "fast_dev_run", False):
