@@ -177,3 +177,23 @@ def test_a_metrics_file_that_holds_nothing_readable_is_said_as_such(tmp_path, ca
     assert exc.value.code == 2 and err == (f"text-train report: error: {version / 'metrics.csv'}: no metric with its "
                                            "step can be read from it (empty, cut off, or not the CSV logger's "
                                            "columns: step, then the metrics)\n"), err  # fmt: skip
+
+
+def test_a_run_folder_named_in_another_script_gets_one_note_not_a_warning_a_character(tmp_path, capsys):
+    """matplotlib warned once a character ("run_report.py:447: UserWarning: Glyph 26085 ... missing from font(s)
+    DejaVu Sans"), and the title was drawn in DejaVu Sans alone: an installed font that has them draws them now, and
+    what none has is named in one note."""
+    import warnings
+
+    from text_attn.core.fonts import glyph_message, uncovered
+
+    run = tmp_path / "my run 日本"
+    write_run(run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the report
+        with pytest.raises(SystemExit) as exc:
+            text_train(["report", str(run)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 0 and "Warning" not in err, err
+    missing = uncovered(["日本"])
+    assert (f"text-train report: note: {glyph_message(missing)}" in err) == bool(missing), err

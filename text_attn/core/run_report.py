@@ -443,10 +443,14 @@ def plot_report(series: Series, path: str | Path, title: str = "", mark: tuple[s
     """Write the report (:func:`report_figure`) as a PNG, or a PDF or SVG by ``path``'s suffix; returns the path."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    from text_attn.core.fonts import quiet_missing_glyphs
+
     fig = report_figure(series, title, mark)
     out = Path(path)
     FigureCanvasAgg(fig)
-    with atomic_output(out) as tmp:  # a fresh file, renamed: a planted link or FIFO at out is never written
+    # a run folder's name in a script DejaVu Sans lacks: drawn in an installed font that has it; what none has is
+    # said once by the command (report_main), not in matplotlib's warning a character with its source line
+    with atomic_output(out) as tmp, quiet_missing_glyphs():  # a fresh file, renamed: a planted link never written
         fig.savefig(tmp, format=report_format(out) or "png", dpi=100)
     return out
 
@@ -472,7 +476,9 @@ def report_figure(series: Series, title: str = "", mark: tuple[str, str] | None 
     for ax in axes[len(panels) :]:
         ax.set_axis_off()
     if title:
-        fig.suptitle(title, fontsize=11)
+        from text_attn.core.fonts import families
+
+        fig.suptitle(title, fontsize=11, family=families([title]))
     return fig
 
 
@@ -545,6 +551,10 @@ def report_main(prog: str, argv: list[str], example: str = "runs/NAME") -> int:
             fail(f"{prog} report", f"cannot read {failed}: {err.strerror or one_line(err)}")
         more = "" if args.out else " (--out FILE writes it elsewhere)"
         fail(f"{prog} report", f"cannot write {target}: {err.strerror or one_line(err)}{more}")
+    from text_attn.core.fonts import glyph_message, uncovered
+
+    if chars := uncovered([f"{log_dir}: {summary(series, mark)}"]):  # the title's, drawn as boxes
+        print(f"{prog} report: note: {glyph_message(chars)}", file=sys.stderr)
     print(f"wrote {path}", file=sys.stderr)
     emit(f"{prog} report", f"{log_dir}: {summary(series, mark)}")
     return 0
