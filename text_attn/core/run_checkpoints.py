@@ -187,14 +187,25 @@ def best_recorded(checkpoint: Path) -> Path | None:
     absolute default_root_dir, a cd into the run) found none, and fit then started again from step 0 (review). Such a
     path is looked for from each folder above the checkpoint too, and by its name beside it (a run folder moved)."""
     for state in _monitoring_states(checkpoint):
-        path = Path(state.get("best_model_path") or "")
-        if not str(path) or str(path) == ".":
-            continue
-        tried = [path] if path.is_absolute() else [path, *(up / path for up in checkpoint.resolve().parents)]
-        found = next((p for p in [*tried, checkpoint.parent / path.name] if p.is_file()), None)
-        if found is not None:
+        if (found := located(state.get("best_model_path"), checkpoint)) is not None:
             return found
     return None
+
+
+def located(recorded: Any, near: Path | None, kind: str = "file") -> Path | None:
+    """The file (``kind`` "dir": the folder) a checkpoint's callback state names, as Lightning recorded it: relative
+    to the folder its fit ran in. Looked for from each folder above ``near`` (a checkpoint of that run: the one
+    named so under the run's own folder first, not a same-named one of another run under the working folder), then
+    from the working folder, then by its name beside ``near`` (a run folder moved); None where none is there."""
+    text = str(recorded or "")
+    if not text or text == ".":
+        return None
+    path = Path(text)
+    tried = [path] if path.is_absolute() else [*(up / path for up in near.resolve().parents), path] if near else [path]
+    if near is not None:
+        tried.append(near.parent if kind == "dir" and near.parent.name == path.name else near.parent / path.name)
+    test = Path.is_dir if kind == "dir" else Path.is_file
+    return next((p for p in tried if test(p)), None)
 
 
 def resolve(name: str, trainer: Any) -> Path | None:
@@ -218,7 +229,8 @@ def not_found_message(name: str, trainer: Any, fit: bool = False) -> str:
             f"save_dir); {then}")  # fmt: skip
 
 
-def carried_best(state: dict[str, Any], dirpath: str, step: int | None = None) -> dict[str, Any]:
+def carried_best(state: dict[str, Any], dirpath: str, step: int | None = None,
+                 near: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """A ModelCheckpoint's saved ``state`` made to load into a resumed run whose checkpoint folder is ``dirpath``.
 
     Lightning restores a callback's best model and score only when the folder is the same, and a resumed fit logs
@@ -232,29 +244,38 @@ def carried_best(state: dict[str, Any], dirpath: str, step: int | None = None) -
     gone are dropped. A callback without a monitor (one keeping last.ckpt) records no best: its state names the new
     folder all the same, so Lightning loads it whole, without its notice that "the dirpath has changed ... won't be
     reloaded" at every resume, validate and test (what it holds, the last files written, stays where it was:
-    Lightning never removes a file outside its folder)."""
+    Lightning never removes a file outside its folder). The paths it records are relative to the folder the fit ran
+    in: found from ``near`` (the resumed checkpoint) as :func:`located` finds them, so a resume from another working
+    folder keeps its best (review: it was dropped, and a worse epoch exported)."""
     old = state.get("dirpath")
     if not old or str(old) == str(dirpath):
         return state
     if not state.get("monitor"):
         return {**state, "dirpath": str(dirpath)}
     state = dict(state)
-    if not Path(state.get("best_model_path") or "").is_file():
-        kept = [p for p in Path(old).glob("*.ckpt") if not p.name.startswith("last")]
+    if located(state.get("best_model_path"), near) is None:
+        old_dir = located(old, near, "dir") or Path(old)
+        kept = [p for p in old_dir.glob("*.ckpt") if not p.name.startswith("last")]
         if step is not None:
             kept = [p for p in kept if (written := _step(p)) is not None and written <= step]
         newest = _newest(kept)
         found = _monitor_state(newest, state["monitor"]) if newest is not None else None
-        if found is not None and Path(found.get("best_model_path") or "").is_file():
+        if found is not None and located(found.get("best_model_path"), newest) is not None:
             for key in ("best_model_path", "best_model_score", "best_k_models", "kth_best_model_path", "kth_value"):
                 state[key] = found.get(key, state.get(key))
-    kept = {p: v for p, v in (state.get("best_k_models") or {}).items() if Path(p).is_file()}
+            near = newest
+    kept = {str(at): v for p, v in (state.get("best_k_models") or {}).items() if (at := located(p, near))}
     state["best_k_models"] = kept
-    if state.get("kth_best_model_path") not in kept:
+    kth = located(state.get("kth_best_model_path"), near)
+    if kth is None or str(kth) not in kept:
         state["kth_best_model_path"] = ""
         state.pop("kth_value", None)
-    if not Path(state.get("best_model_path") or "").is_file():
-        state["best_model_path"], state["best_model_score"] = "", None
+    else:
+        state["kth_best_model_path"] = str(kth)
+    best = located(state.get("best_model_path"), near)
+    state["best_model_path"] = str(best) if best is not None else ""
+    if best is None:
+        state["best_model_score"] = None
     state["dirpath"] = str(dirpath)
     return state
 

@@ -175,7 +175,9 @@ def carry_best(trainer, checkpoint: dict[str, Any]) -> None:
     for cb in getattr(trainer, "checkpoint_callbacks", None) or []:
         key, dirpath = getattr(cb, "state_key", None), getattr(cb, "dirpath", None)
         if key in states and dirpath and isinstance(states[key], dict):
-            states[key] = carried_best(states[key], dirpath, checkpoint.get("global_step"))
+            resumed = getattr(trainer, "ckpt_path", None)  # the file resumed: where its recorded paths are found
+            states[key] = carried_best(states[key], dirpath, checkpoint.get("global_step"),
+                                       Path(resumed) if resumed else None)  # fmt: skip
 
 
 def log_at_checkpoint_step(trainer, checkpoint: dict[str, Any]) -> int | None:
