@@ -126,6 +126,12 @@ def test_a_sigterm_as_the_model_file_is_written_lets_it_be_written(tmp_path, cli
     err = capsys.readouterr().err
     assert (tmp_path / "b.pt").is_file() and "interrupted" not in err and "wrote model file: b.pt" in err, err
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    # its finished run resumed without a sanity check: no loop runs, and the fit's end alone marks it (review)
+    (tmp_path / "b.pt").unlink()
+    text_train_cli(["fit", "--config", cfg, *STEPS, "--trainer.default_root_dir", "b", "--model.export_path", "b.pt",
+                    "--trainer.num_sanity_val_steps", "0", "--ckpt_path", "last"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert (tmp_path / "b.pt").is_file() and "interrupted" not in err, err
 
 
 def _resumed_as_uninterrupted(cfg: str, options: list[str], **compared) -> None:

@@ -442,3 +442,13 @@ def test_an_error_of_a_process_own_work_is_said_by_it(tmp_path, capsys, monkeypa
         text_train(["fit", "--config", "reorder_bahdanau", "--trainer.max_steps", "1"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "text-train: error: a damaged chunk only this process reads" in err, err
+
+
+@pytest.mark.long  # a fit to its start: ~3 s
+def test_a_fit_start_check_every_process_meets_is_said_by_the_first_alone(capsys, monkeypatch, cli_run_in_tmp):
+    """SCST without a start is refused as the fit starts (on_fit_start), where every process meets it alike: under
+    DDP the line came once a process again once a process's own work was marked from on_fit_start (review)."""
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(SystemExit) as exc:
+        text_train(["fit", "--config", "reorder_bahdanau_scst", "--model.init_from", "null"])
+    assert exc.value.code == 2 and capsys.readouterr().err == ""

@@ -226,22 +226,21 @@ def _norms_that_train(module: nn.Module) -> list[nn.Module]:
     return found
 
 
-# How far the command's run has come (reset as each starts: lightning_cli): "work", a process's own work begun (the
-# fit's on_fit_start: the feature cache encodes each process's share of the photos; the loops), before which every
-# process met what the others did (options, data, checkpoints); "loop", Lightning's loop begun, which takes SIGTERM.
+# How far the command's run has come (reset as each starts: lightning_cli): "work", a loop begun (a process's own
+# batches), before which every process met what the others did (options, data, checkpoints, the fit's start checks:
+# a monitor's name, SCST without a start); "loop", Lightning's signal handling taken over (a loop began, or the fit
+# ends: with its loop skipped and no sanity check, a resume of a finished run, nothing else marks it).
 STAGES = {"work": False, "loop": False}
 
 
 class StageMarks(Callback):
     """Sets :data:`STAGES` as the run reaches them (the CLI adds it to every trainer it makes)."""
 
-    def on_fit_start(self, trainer, pl_module) -> None:
-        STAGES["work"] = True
-
     def _loop(self, *args: Any) -> None:
         STAGES["work"] = STAGES["loop"] = True
 
     on_sanity_check_start = on_train_start = on_validation_start = on_test_start = on_predict_start = _loop
+    on_train_end = on_fit_end = _loop  # before the module's on_fit_end (callbacks first) writes the model file
 
 
 class MonitorCheck(Callback):
