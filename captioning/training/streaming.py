@@ -137,9 +137,17 @@ def optimize_captions(
         raise CaptionDataError("data.source shapes: the scenes are drawn in memory, there is no corpus to optimize")
     options = {**dict(hp), "features": features}
     start = (config.get("model") or {}).get("init_from")
-    if features and start:  # the features are its encoder's: a folder of another start's, or the package's, is
-        # another folder (review: it was kept, "written earlier", and fit refused it again and again)
-        options["features_from"] = [str(start), (config.get("model") or {}).get("init_member")]
+    if features and start:  # the features are its encoder's: a folder of another start's, or the package's, or of
+        # this start before it was trained again, is another folder (review: it was kept, "written earlier", and fit
+        # refused it again and again); by its bytes, however its path is spelled
+        from captioning.model.bundled import model_path
+        from text_attn.core.file_digest import sha256_of
+
+        try:
+            digest = sha256_of(model_path(start))
+        except OSError as err:
+            raise CaptionDataError(f"model.init_from {start}: cannot read it ({err.strerror or err})") from None
+        options["features_from"] = [digest, (config.get("model") or {}).get("init_member")]
     if (done := finished_earlier(out, FAMILY, options)) is not None:
         return done
     dm.setup("fit")

@@ -465,6 +465,14 @@ def test_feature_chunks_of_a_config_starting_from_a_model_hold_its_encoders_feat
     caption_main(["optimize", "--config", frozen, *start, "--out", "chunks", "--features", "true"])
     cli = caption_train_cli(["fit", "--config", frozen, *start, "--data.root", "chunks", "--trainer.max_steps", "1"])
     assert cli.trainer.global_step == 1
+    # the start trained again at the same path: its features are others (review: the folder was kept, and refused)
+    caption_train_cli(["fit", "--config", cfg, "--trainer.max_steps", "3", "--model.encoder_lr", "0.01",
+                       "--data.cache_features", "false", "--model.export_path", "start.pt"])  # fmt: skip
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        caption_main(["optimize", "--config", frozen, "--model.init_from", "./start.pt", "--out", "chunks",
+                      "--features", "true"])  # fmt: skip
+    assert exc.value.code == 2 and "holds chunks made with other data options" in capsys.readouterr().err
 
 
 def test_feature_chunks_leave_out_photos_that_cannot_be_read(tmp_path, capsys):
