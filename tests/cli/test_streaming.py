@@ -470,8 +470,7 @@ def test_feature_chunks_of_a_config_starting_from_a_model_hold_its_encoders_feat
                        "--data.cache_features", "false", "--model.export_path", "start.pt"])  # fmt: skip
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
-        caption_main(["optimize", "--config", frozen, "--model.init_from", "./start.pt", "--out", "chunks",
-                      "--features", "true"])  # fmt: skip
+        caption_main(["optimize", "--config", frozen, *start, "--out", "chunks", "--features", "true"])
     assert exc.value.code == 2 and "holds chunks made with other data options" in capsys.readouterr().err
 
 
