@@ -181,6 +181,8 @@ def test_a_fit_that_would_train_no_step_is_refused_and_the_model_file_kept(cli_r
     ("00:00:00:00", "fit would train no step"),  # "Time limit reached" at once: the model file replaced, exit 0
     ("{minutes: -1}", "fit would train no step"),
     ("{minute: 1}", "not a duration ('minute' is an invalid keyword argument"),  # Lightning's Timer: a traceback
+    ("{days: 1000000000}", "not a duration (days=1000000000; must have magnitude"),  # review: an OverflowError
+    ("1000000000:00:00:00", "longer than a duration can be (999,999,999 days at most)"),  # Lightning's: a traceback
 ])  # fmt: skip
 def test_a_max_time_of_nothing_or_no_duration_is_refused_and_the_model_file_kept(cli_run_in_tmp, capsys, value,
                                                                                 said):  # fmt: skip

@@ -1066,20 +1066,23 @@ def _duration_seconds(prog: str, value: Any) -> float | None:
     ({minute: 1}) refused in one line (Lightning's Timer raised timedelta's TypeError as a traceback)."""
     import datetime
 
+    said = "give DD:HH:MM:SS, or a mapping of days, hours, minutes, seconds"
     if isinstance(value, datetime.timedelta):
         return value.total_seconds()
     if isinstance(value, str):
-        parts = value.split(":")
-        if len(parts) == 4 and all(p.strip().lstrip("-").isdigit() for p in parts):
-            days, hours, minutes, secs = (int(p) for p in parts)
-            return ((days * 24 + hours) * 60 + minutes) * 60 + secs
-        return None
+        found = re.fullmatch(r"([0-9]+):([0-9]{2}):([0-9]{2}):([0-9]{2})", value.strip())  # Lightning's Timer's form
+        if found is None:
+            return None  # refused by Lightning's Timer in one line
+        days, hours, minutes, secs = (int(p) for p in found.groups())
+        if days > datetime.timedelta.max.days:  # Lightning's Timer: an OverflowError traceback
+            fail(prog, f"--trainer.max_time {value}: longer than a duration can be ({datetime.timedelta.max.days:,} "
+                       "days at most)")  # fmt: skip
+        return ((days * 24 + hours) * 60 + minutes) * 60 + secs
     if hasattr(value, "items"):
         try:
             return datetime.timedelta(**dict(value.items())).total_seconds()
-        except TypeError as err:
-            fail(prog, f"--trainer.max_time {dict(value.items())}: not a duration ({err}): give DD:HH:MM:SS, or a "
-                       "mapping of days, hours, minutes, seconds")  # fmt: skip
+        except (TypeError, ValueError, OverflowError) as err:  # {minute: 1}, {days: 10**9}
+            fail(prog, f"--trainer.max_time {dict(value.items())}: not a duration ({err}): {said}")
     return None
 
 
