@@ -289,13 +289,18 @@ def photo_source(image: Any, where: str) -> Any:
     if isinstance(image, memoryview):  # a buffer's view (an mmap's, a numpy byte array's): its bytes
         return image.tobytes()
     if hasattr(image, "read"):
-        try:
-            data = None if isinstance(image, io.TextIOBase) else image.read()  # a text file's read fails on a JPEG
-            if data == b"" and _seekable(image) and image.tell() > 0:  # read before (a BytesIO given again, or twice
-                image.seek(0)  # in one list: "not an image file" of a valid photo): its bytes from the start
+        if getattr(image, "closed", False):  # "read of closed file", without the photo's number
+            raise TypeError(f"{where}: a closed file: give an open file, or the photo's path or bytes")
+        if isinstance(image, io.TextIOBase):  # a text file's read fails on a JPEG
+            raise TypeError(f"{where}: a file opened as text; open the photo with open(path, 'rb')")
+        at = image.tell() if _seekable(image) else None
+        data = image.read()
+        if at is not None:  # left where it was: read again, given twice in one list, a photo at an offset (review)
+            image.seek(at)
+            if data == b"" and at > 0:  # read to its end before (by the caller): its bytes from the start
+                image.seek(0)
                 data = image.read()
-        except ValueError as err:  # a closed file: "read of closed file", without the photo's number
-            raise TypeError(f"{where}: {err}: give an open file, or the photo's path or bytes") from None
+                image.seek(at)
         if not isinstance(data, (bytes, bytearray)):
             raise TypeError(f"{where}: a file opened as text; open the photo with open(path, 'rb')")
         return bytes(data)

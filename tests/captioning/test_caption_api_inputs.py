@@ -108,8 +108,14 @@ def test_a_file_object_read_before_is_read_from_its_start_and_a_closed_one_named
     assert [c.words for c in captioner.caption_images([photo, photo])] == [first, first]
     with open(DEMO_PHOTOS[1], "rb") as f:
         assert captioner.caption_images([f])[0].words == first
-    with pytest.raises(TypeError, match=r"^caption_images: photo 0: read of closed file: give an open file"):
+    with pytest.raises(TypeError, match=r"^caption_images: photo 0: a closed file: give an open file"):
         captioner.caption_images([f])
+    # a photo at an offset of its stream (a container's): read from there each time, the stream left there (review:
+    # the second call read from byte 0)
+    inside = io.BytesIO(b"x" * 100 + DEMO_PHOTOS[1].read_bytes())
+    inside.seek(100)
+    assert [c.words for c in captioner.caption_images([inside, inside])] == [first, first]
+    assert captioner.caption_images([inside])[0].words == first and inside.tell() == 100
 
 
 def test_encode_photos_and_encode_name_what_they_take(shapes):
