@@ -445,7 +445,8 @@ def _check_processes(args: argparse.Namespace) -> None:
     # on 2 cores), until the machine ran out of memory. Not GPUs, nor processes another launcher starts (srun pins
     # each to its own cores: the documented --devices 8 --device cuda was refused, review)
     cores = len(cpu_ids())
-    on_cpu = not str(args.device).startswith("cuda")
+    # --device auto is resolved later (torch is not imported yet): a machine with an NVIDIA driver may run on GPUs
+    on_cpu = args.device == "cpu" or (args.device == "auto" and not os.path.exists("/dev/nvidiactl"))
     if on_cpu and should_start(args.devices, args.num_nodes) and args.devices > 2 * cores:
         fail("caption", f"--devices {args.devices}: more CPU processes than twice the cores this machine lets it "
              f"use ({cores}); each loads the model and they share the cores (no faster): give at most "
