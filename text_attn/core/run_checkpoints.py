@@ -205,7 +205,10 @@ def located(recorded: Any, near: Path | None, kind: str = "file") -> Path | None
     if near is not None:
         tried.append(near.parent if kind == "dir" and near.parent.name == path.name else near.parent / path.name)
     test = Path.is_dir if kind == "dir" else Path.is_file
-    return next((p for p in tried if test(p)), None)
+    found = next((p for p in tried if test(p)), None)
+    if found is not None and not path.is_absolute() and test(path) and path.resolve() == found.resolve():
+        return path  # as recorded, where the working folder is the fit's: the lines name it so
+    return found
 
 
 def resolve(name: str, trainer: Any) -> Path | None:
