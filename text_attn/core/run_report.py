@@ -522,6 +522,7 @@ def report_main(prog: str, argv: list[str], example: str = "runs/NAME") -> int:
     if args.out and not Path(args.out).parent.is_dir():  # it was made: a mistyped folder, unsaid (every other
         # command's file output is refused so)
         fail(f"{prog} report", f"cannot write --out {args.out}: the folder {Path(args.out).parent} does not exist")
+    out = Path(args.out) if args.out else Path(args.run_dir) / "report.png"
     try:
         log_dir, note = locate_logs(args.run_dir, example)
         if note:  # a newer version, its fit just begun: said before anything else
@@ -538,23 +539,22 @@ def report_main(prog: str, argv: list[str], example: str = "runs/NAME") -> int:
         if len(chain) > 1:  # resumed: said in the title and the line (a version of another run folder by its path)
             names = (p.name if p.resolve().parent == chain[-1].resolve().parent else str(p) for p in chain[:-1])
             log_dir = f"{log_dir} (resumed; with {', '.join(names)})"
-        out = Path(args.out) if args.out else Path(args.run_dir) / "report.png"
+        gist = f"{log_dir}: {summary(series, mark)}"  # the picture's title and the line printed
         logs = [p for folder in chain for p in Path(folder).iterdir() if p.is_file()]
         with protecting(logs):  # the logs read are never replaced
-            path = plot_report(series, out, f"{log_dir}: {summary(series, mark)}", mark)
+            path = plot_report(series, out, gist, mark)
     except RunReportError as err:
         fail(f"{prog} report", str(err))
     except OSError as err:  # the picture's file, or a log that cannot be read (it said "cannot write RUN_DIR/...")
-        target = Path(args.out) if args.out else Path(args.run_dir) / "report.png"
-        failed = Path(err.filename) if getattr(err, "filename", None) else target
-        if failed.resolve() != target.resolve():
+        failed = Path(err.filename) if getattr(err, "filename", None) else out
+        if failed.resolve() != out.resolve():
             fail(f"{prog} report", f"cannot read {failed}: {err.strerror or one_line(err)}")
         more = "" if args.out else " (--out FILE writes it elsewhere)"
-        fail(f"{prog} report", f"cannot write {target}: {err.strerror or one_line(err)}{more}")
+        fail(f"{prog} report", f"cannot write {out}: {err.strerror or one_line(err)}{more}")
     from text_attn.core.fonts import glyph_message, uncovered
 
-    if chars := uncovered([f"{log_dir}: {summary(series, mark)}"]):  # the title's, drawn as boxes
+    if chars := uncovered([gist]):  # the title's, drawn as boxes
         print(f"{prog} report: note: {glyph_message(chars)}", file=sys.stderr)
     print(f"wrote {path}", file=sys.stderr)
-    emit(f"{prog} report", f"{log_dir}: {summary(series, mark)}")
+    emit(f"{prog} report", gist)
     return 0
