@@ -807,9 +807,9 @@ class Translator:
         # a given text read (given=True) keeps the words the model does not know, which it read as <unk>
         foreign = [] if translation.given else self.tgt_vocab.unknown(translation.tokens)
         if foreign:
-            shown = ", ".join(repr(t) for t in foreign[:5]) + (" ..." if len(foreign) > 5 else "")
             raise ValueError(
-                f"{where}: {len(foreign)} of its tokens are not in this model's vocabulary ({shown}): "
+                f"{where}: {len(foreign)} of its tokens are not in this model's vocabulary "
+                f"({and_more([repr(t) for t in foreign[:5]], len(foreign))}): "
                 "a Translation of another model? read_texts reads a translation given as text"
             )
 
