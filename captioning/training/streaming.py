@@ -136,7 +136,8 @@ def optimize_captions(
     if hp.source == "shapes":
         raise CaptionDataError("data.source shapes: the scenes are drawn in memory, there is no corpus to optimize")
     options = {**dict(hp), "features": features}
-    start = (config.get("model") or {}).get("init_from")
+    model = config.get("model") or {}
+    start = model.get("init_from")
     if features and start:  # the features are its encoder's: a folder of another start's, or the package's, or of
         # this start before it was trained again, is another folder (review: it was kept, "written earlier", and fit
         # refused it again and again); by its bytes, however its path is spelled
@@ -147,7 +148,7 @@ def optimize_captions(
             digest = sha256_of(model_path(start))
         except OSError as err:
             raise CaptionDataError(f"model.init_from {start}: cannot read it ({err.strerror or err})") from None
-        options["features_from"] = [digest, (config.get("model") or {}).get("init_member")]
+        options["features_from"] = [digest, model.get("init_member")]
     if (done := finished_earlier(out, FAMILY, options)) is not None:
         return done
     dm.setup("fit")
@@ -157,8 +158,7 @@ def optimize_captions(
     if features:
         from captioning.training.feature_cache import fill_features, unreadable_rows
 
-        model = config.get("model") or {}
-        encoder, fingerprint = frozen_encoder(cfg, model.get("init_from"), model.get("init_member"))
+        encoder, fingerprint = frozen_encoder(cfg, start, model.get("init_member"))
         with torch.no_grad():
             images = {s: sp.images for s, sp in dm.splits.items()}
             fill_features(feats, images, encoder, encoder.preprocess, 16, hp.num_workers, True)
