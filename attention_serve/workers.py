@@ -202,6 +202,7 @@ class SupervisedServer(ls.LitServer):
                 api.cores = share
         # slot index -> its worker's pid and start time, from when it was first seen running (end_if_running)
         self.started: dict[int, tuple[int, int | None]] = {}
+        self.http: list = []  # LitServe's HTTP processes, once started (_start_worker_monitoring)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app):
@@ -324,7 +325,7 @@ class SupervisedServer(ls.LitServer):
         """Whether an HTTP process ended while serving (killed, the OOM killer's pick: ~490 MB): the port stayed open
         in this process and the manager, every connection hung, /health too, nothing logged, for ever (review). The
         server gives up: one line, and the command exits 1 for its supervisor (systemd, Kubernetes) to restart it."""
-        gone = next((p for p in getattr(self, "http", []) if not p.is_alive()), None)
+        gone = next((p for p in self.http if not p.is_alive()), None)
         if gone is None or self.stopping:
             return False
         self.gave_up = f"LitServe's HTTP process (pid {gone.pid}) stopped ({how_it_ended(gone.exitcode)}): no request "
@@ -366,15 +367,19 @@ class SupervisedServer(ls.LitServer):
             proc = self.inference_workers[slot.index]
             if proc.is_alive() or not self.board.ready[slot.index]:
                 continue
-            self.board.ready[slot.index] = 0
-            self.board.generation[slot.index] += 1  # the HTTP process answers what it held with 503
+            self._down(slot)
             log(f"the {slot.model} model's worker (pid {proc.pid}) stopped ({how_it_ended(proc.exitcode)}) as the "
                 "server stops")  # fmt: skip
 
+    def _down(self, slot: Slot) -> None:
+        """``slot``'s worker is gone: not ready, and its generation moved, so the HTTP process answers what it held
+        with 503."""
+        self.board.ready[slot.index] = 0
+        self.board.generation[slot.index] += 1
+
     def _replace(self, slot: Slot, proc, deaths: deque[float], died_at: dict[int, float]) -> None:
         now = time.monotonic()
-        self.board.ready[slot.index] = 0
-        self.board.generation[slot.index] += 1  # the HTTP process answers what this worker held with 503
+        self._down(slot)
         how = how_it_ended(proc.exitcode)
         pid, started = self.started.pop(slot.index, (proc.pid, None))
         if end_if_running(pid, started):

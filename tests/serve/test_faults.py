@@ -326,7 +326,9 @@ def test_a_worker_dead_as_the_stop_begins_has_its_requests_answered_and_its_deat
     board.ready[0] = board.ready[1] = 1
     dead = SimpleNamespace(is_alive=lambda: False, pid=4242, exitcode=-9)
     alive = SimpleNamespace(is_alive=lambda: True, pid=4343, exitcode=None)
-    SupervisedServer._last_look(SimpleNamespace(board=board, inference_workers=[dead, alive]))
+    server = SimpleNamespace(board=board, inference_workers=[dead, alive])
+    server._down = lambda slot: SupervisedServer._down(server, slot)
+    SupervisedServer._last_look(server)
     assert list(board.ready) == [0, 1] and list(board.generation) == [1, 0]  # its requests: "worker stopped; retry"
     assert (
         "the caption model's worker (pid 4242) stopped (killed by SIGKILL) as the server stops"
