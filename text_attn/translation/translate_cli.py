@@ -415,11 +415,16 @@ def _first_input_read(translator, args: argparse.Namespace) -> Iterator[str | No
         while first is None:  # a pipe with nothing yet: its first line waited for
             first = next(inputs, False)
     except OSError as err:
-        _no_input(args, f"cannot read stdin: {one_line(err.err if isinstance(err, StreamFailed) else err)}")
+        _no_input(args, _stdin_refused(err))
     if first is False:
         _no_input(args, "no input: give sentences as arguments or on stdin" +
                   (" (stdin held only blank lines: no paragraph)" if args.paragraphs else ""))  # fmt: skip
     return itertools.chain([first], inputs)
+
+
+def _stdin_refused(err: OSError) -> str:
+    """The line of a stdin that cannot be read: what it is (a StreamFailed's own error: "[Errno None]" otherwise)."""
+    return f"cannot read stdin: {one_line(err.err if isinstance(err, StreamFailed) else err)}"
 
 
 def _no_input(args: argparse.Namespace, message: str) -> NoReturn:
@@ -980,7 +985,7 @@ def _translate_main(args: argparse.Namespace) -> int:
         try:
             args.stdin_rest = skip_done(args, _stdin_inputs(translator, args))
         except OSError as err:
-            fail("translate", f"cannot read stdin: {one_line(err.err if isinstance(err, StreamFailed) else err)}")
+            fail("translate", _stdin_refused(err))
     for check in checks:
         check_inputs(args, check)
     for flag in settings:
