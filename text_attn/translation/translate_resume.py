@@ -175,6 +175,11 @@ def done_lines(path: str, most: int | None = None) -> tuple[int, int | None]:
     return lines, keep
 
 
+def _marked(count: int) -> bool:
+    """Whether a run record keeps the digest of the first ``count`` inputs (a power of 2: InputsRead.state's marks)."""
+    return count & (count - 1) == 0
+
+
 class InputsRead:
     """A running SHA-256 of the inputs read, in order (each as the translation loop reads it, a CRLF file's CR
     dropped), and its value at the counts in ``wanted``: a record's digest of its file's first N inputs is checked
@@ -188,14 +193,14 @@ class InputsRead:
         # as JSON: a line's end cannot run two inputs into one (lone surrogates of non-UTF-8 stdin escaped)
         self.digest.update(json.dumps(line.rstrip("\r")).encode("ascii") + b"\n")
         self.count += 1
-        if self.count in self.wanted or self.count & (self.count - 1) == 0:  # and at every power of 2: the marks
+        if self.count in self.wanted or _marked(self.count):  # and at every power of 2: the marks
             self.at[self.count] = self.digest.hexdigest()
 
     def state(self) -> dict[str, Any]:
         """What the run record keeps: the inputs read so far (all written when it is kept), their digest, and the
         digests of the first 1, 2, 4, ... of them (``marks``: a file cut back below the count is checked on at least
         half of what it holds; at most 64 of them)."""
-        marks = {str(n): digest for n, digest in self.at.items() if 0 < n <= self.count and n & (n - 1) == 0}
+        marks = {str(n): digest for n, digest in self.at.items() if 0 < n <= self.count and _marked(n)}
         return {"count": self.count, "sha256": self.digest.hexdigest(), "marks": marks}
 
 
