@@ -356,6 +356,7 @@ def _stop_gracefully(server, grace: float) -> dict:
             if p.pid is not None and p.is_alive():
                 os.kill(p.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace + 2
+        server.stop_listening(front, min(deadline, time.monotonic() + 2))
         for p in front:
             p.join(timeout=max(0.0, deadline - time.monotonic()))
         logging.getLogger("litserve").setLevel(logging.CRITICAL)

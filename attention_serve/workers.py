@@ -65,6 +65,23 @@ def listening(sock: socket.socket) -> bool:
         return False
 
 
+def holds(pid: int, sock: socket.socket) -> bool | None:
+    """Whether process ``pid`` still has ``sock`` open (its /proc fd table: Linux's); False once it has ended, None
+    where the system cannot say."""
+    try:
+        target = f"socket:[{os.fstat(sock.fileno()).st_ino}]"
+        entries = list(os.scandir(f"/proc/{pid}/fd"))
+    except FileNotFoundError:
+        return False if Path("/proc/self/fd").is_dir() else None
+    except OSError:  # a closed socket here, or a /proc we may not read
+        return None
+    for entry in entries:
+        with contextlib.suppress(OSError):  # a descriptor closed while listed
+            if os.readlink(entry.path) == target:
+                return True
+    return False
+
+
 def start_time(pid: int) -> int | str | None:
     """When process ``pid`` started: clock ticks since boot (/proc/PID/stat's 22nd field), or where there is no /proc
     (macOS, the BSDs) ps's start time, to the second; None where unknown (it has ended). Without it an orphaned worker
@@ -203,6 +220,7 @@ class SupervisedServer(ls.LitServer):
         # slot index -> its worker's pid and start time, from when it was first seen running (end_if_running)
         self.started: dict[int, tuple[int, int | None]] = {}
         self.http: list = []  # LitServe's HTTP processes, once started (_start_worker_monitoring)
+        self.sockets: list[socket.socket] = []  # the port's listening sockets, bound by LitServe (_start_server)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app):
@@ -226,6 +244,27 @@ class SupervisedServer(ls.LitServer):
         self.board.stage.value = DRAINING
         with self.supervising:
             self.stopping = True
+
+    def stop_listening(self, http: list, deadline: float) -> None:
+        """The port closed for good once the stopping HTTP processes ``http`` have closed their copies of it: uvicorn
+        stops accepting at SIGTERM, but this process and LitServe's manager (forked after the port was bound) hold the
+        socket too, so the kernel went on taking connections nobody accepted: each hung until the exit, then was
+        reset (/health too: a load balancer waited instead of seeing the server go). shutdown() ends the listening
+        for every holder: a new connection is refused at once. Not before uvicorn's own close (an accept woken by it
+        in the HTTP process would be an error in its log), nor where /proc cannot say when that is (the old
+        behaviour)."""
+        while time.monotonic() < deadline:
+            held = [holds(p.pid, s) for p in http if p.pid is not None for s in self.sockets]
+            if None in held:
+                return
+            if not any(held):
+                break
+            time.sleep(0.01)
+        else:
+            return  # an HTTP process that never closed it (busy): left to the exit, as before
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):  # not listening any more (closed, or never listened)
+                sock.shutdown(socket.SHUT_RDWR)
 
     def _init_manager(self, num_api_servers: int):
         """LitServe's manager process (its queues, the workers' status), forked now with a SIGTERM handler that ignores
@@ -290,6 +329,7 @@ class SupervisedServer(ls.LitServer):
                 sock.listen(LISTEN_BACKLOG)  # the HTTP process's listen() repeats it (same backlog)
             except OSError as err:
                 raise PortTaken(err.errno, err.strerror) from err
+        self.sockets = list(sockets or [])
         http = super()._start_server(port, num_uvicorn_servers, log_level, sockets, uvicorn_worker_type, **kwargs)
         if self.on_serving is not None:
             threading.Thread(target=self._announce, args=(sockets or [], list(http.values())), daemon=True,

@@ -150,6 +150,26 @@ def test_sigint_to_the_main_process_alone_stops_it_as_sigterm_does(serve):
     assert "serving the translator" in log.read_text() and not server.announced_early
 
 
+def test_a_connection_while_the_stop_answers_the_requests_in_flight_is_refused_at_once(serve):
+    """The main process and LitServe's manager held the port's socket after the HTTP process closed its copy: the
+    kernel took connections nobody accepted, and each (/health too) hung until the exit, then was reset."""
+    server = serve(slow=4)
+    answers, threads = _asking(server, 1)
+    time.sleep(0.7)  # taken by the worker: the stop waits ~3 s for it
+    server.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    start = time.monotonic()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+    assert time.monotonic() - start < 0.5
+    assert server.proc.poll() is None  # still answering the request in flight
+    assert server.proc.wait(30) == 0
+    for t in threads:
+        t.join(60)
+    assert [a[0] for a in answers] == [200], answers
+    assert "Traceback" not in server.log.read_text()
+
+
 def test_requests_still_running_when_the_grace_is_over_get_a_json_503(serve):
     """uvicorn cancels them: they got a plain-text 500 "Internal Server Error" and a traceback each in the log."""
     server = serve("--grace", "1", slow=6)
