@@ -89,7 +89,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="largest photo in megapixels, read from its header (default: 89.5, Pillow's decompression-"
                    "bomb threshold: caption notes a photo above it, refuses one twice as large)")  # fmt: skip
     p.add_argument("--read-timeout", type=float, default=30,
-                   help="seconds a request's body may take to arrive (408 after; default: 30)")  # fmt: skip
+                   help="seconds a request's headers may take to arrive (from the connection's start, or the last "
+                   "answer on a kept-alive one), and then its body (408 after; default: 30)")  # fmt: skip
     p.add_argument(
         "--max-batch-size",
         type=int,
@@ -454,6 +455,7 @@ def _restore(handlers: dict) -> None:
 
 def _serve(server, args: argparse.Namespace) -> int:
     """Run the server until it stops; the exit code, with its line."""
+    from attention_serve import header_deadline
     from attention_serve.apis import LinesWithout  # imported by build_server
     from attention_serve.workers import PortTaken, StartFailed
 
@@ -464,7 +466,8 @@ def _serve(server, args: argparse.Namespace) -> int:
     logging.getLogger("uvicorn.error").addFilter(LinesWithout(CANCEL_COUNT))
     try:
         server.run(host=args.host, port=args.port, num_api_servers=1, log_level=args.log_level,
-                   generate_client_file=False, access_log=False)  # fmt: skip
+                   generate_client_file=False, access_log=False,
+                   http=header_deadline.protocol(args.read_timeout))  # fmt: skip
     except PortTaken as err:  # its workers ended by LitServe's shutdown; nothing was served
         fail("attention-serve", f"cannot listen on {_address(args.host, args.port)}: {err.strerror} (another process "
              "took the port while the models loaded)")  # fmt: skip

@@ -528,6 +528,24 @@ def test_a_stalled_upload_is_a_408_after_the_read_timeout(server):
     assert reply.startswith("HTTP/1.1 408") and '"status": 408' in reply and 2.5 < elapsed < 15
 
 
+def test_headers_that_stop_arriving_are_a_408_after_the_read_timeout(server):
+    """A connection that sent part of its headers (or nothing) was held for ever: uvicorn has no header timeout, and
+    the body's limit only starts once the headers are complete (attention_serve/header_deadline.py)."""
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
+        s.settimeout(20)
+        start = time.monotonic()
+        reply = b""
+        while chunk := s.recv(4096):
+            reply += chunk
+        elapsed = time.monotonic() - start
+    assert reply.startswith(b"HTTP/1.1 408") and b'"status": 408' in reply and 2.5 < elapsed < 15, reply
+    with socket.create_connection(("127.0.0.1", server.port)) as s:  # nothing sent: closed, nothing written
+        s.settimeout(20)
+        assert s.recv(4096) == b""
+    assert "408 from 127.0.0.1: the request's headers did not arrive within 3 s" in server.log.read_text()
+
+
 def _raw(server: Server, request: str) -> str:
     """One request as written (headers a client library would merge or refuse), the whole answer read."""
     with socket.create_connection(("127.0.0.1", server.port)) as s:
