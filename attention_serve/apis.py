@@ -24,7 +24,7 @@ import litserve as ls
 import numpy as np
 
 from attention_serve.cores import CoreShare
-from attention_serve.idle_loop import IdleWaitingLoop
+from attention_serve.idle_loop import IdleWaitingLoop, SkippingBatchedLoop, SkippingSingleLoop
 from attention_serve.limits import TRANSLATE_OPTIONS
 from attention_serve.worker_start import worker_sigterm
 from text_attn.core.errors import one_line
@@ -91,8 +91,11 @@ class _ModelAPI(ls.LitAPI):
     def __init__(self, path: Path, name: str, threads: int | None, max_batch_size: int, batch_timeout: float,
                  idle_wait: bool = True):  # fmt: skip
         # an idle worker waits for its next request instead of polling LitServe's queue (idle_loop.py; off with
-        # --no-idle-wait); with batch 1 LitServe's own loop already waits
-        loop = IdleWaitingLoop() if idle_wait and max_batch_size > 1 else "auto"
+        # --no-idle-wait); with batch 1 LitServe's own loop already waits. Each passes over abandoned requests
+        if max_batch_size == 1:
+            loop = SkippingSingleLoop()
+        else:
+            loop = IdleWaitingLoop() if idle_wait else SkippingBatchedLoop()
         with warnings.catch_warnings():  # LitServe reads max_batch_size 1 as not set (--max-batch-size 1 sets it)
             warnings.filterwarnings("ignore", "The LitServer has both batch and unbatch methods", UserWarning)
             super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=self.route,
@@ -102,6 +105,7 @@ class _ModelAPI(ls.LitAPI):
     slot_base = 0  # set by workers.SupervisedServer: this model's first worker's index among all workers
     cores: CoreShare | None = None  # set by workers.SupervisedServer where threads is None (shared with every worker)
     stage: Any = None  # set by workers.SupervisedServer: the server's stage in shared memory (worker_start.RUNNING)
+    abandoned: Any = None  # set by workers.SupervisedServer: the ids of requests whose client went away (abandoned.py)
 
     def setup(self, device) -> None:
         """Load the model. The worker loop then tags each request it takes with this worker's index among all the

@@ -27,7 +27,7 @@ import warnings
 from typing import Any
 from urllib.parse import parse_qsl
 
-from attention_serve.inflight import RETRY_AFTER, Waiting
+from attention_serve.inflight import RETRY_AFTER, ClientGone, Waiting
 from attention_serve.limits import (
     CAPTION_OPTIONS,
     TRANSLATE_OPTIONS,
@@ -332,9 +332,11 @@ class Front:
             headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-type", b"content-length")]
             headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
             inner = {**scope, "headers": headers}
-            await self.waiting.answer(path, lambda answer: self.app(inner, _replay(data), answer), send)
+            await self.waiting.answer(path, lambda answer: self.app(inner, _replay(data), answer), send, receive)
         except ClientError as err:  # its worker stopped (503) or its answer did not come in time (504)
             await self._refuse(send, method, path, err)
+        except ClientGone:  # nothing to send: its place is free, and a worker that has not taken it passes it over
+            log(f"499 {request_line(method, path)}: the client closed the connection before its answer; dropped")
         finally:
             self.queued -= 1
 

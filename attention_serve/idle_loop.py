@@ -1,4 +1,5 @@
-"""``attention-serve``'s batched worker loop: LitServe's, with an idle worker that waits instead of polling.
+"""``attention-serve``'s worker loops: LitServe's, with an idle worker that waits instead of polling, and every
+loop passing over the requests whose client went away (abandoned.py).
 
 LitServe's own loop gathers a batch by asking its request queue for the next request with a 1 ms timeout, again and
 again, also when no request comes. The queue lives in a multiprocessing manager, so each ask is a round trip to that
@@ -21,7 +22,9 @@ import time
 from queue import Empty
 from typing import Any
 
-from litserve.loops.simple_loops import BatchedLoop
+from litserve.loops.simple_loops import BatchedLoop, SingleLoop
+
+from attention_serve.abandoned import SkippingQueue
 
 IDLE_WAIT = 1.0  # seconds a worker waits in one get before asking again (LitServe's single-request loop waits 1 s)
 HOT_SECONDS = 2.0  # a worker that served a request this recently gathers as LitServe does (no wake-up to pay)
@@ -40,7 +43,26 @@ class _FirstThen:
         return self._first.pop() if self._first else self._queue.get_nowait()
 
 
-class IdleWaitingLoop(BatchedLoop):
+class SkipsAbandoned:
+    """A loop reading its request queue through :class:`SkippingQueue` where the API was given the server's
+    ``abandoned`` ids (workers.SupervisedServer)."""
+
+    def __call__(self, lit_api, device, worker_id, request_queue, *args, **kwargs):
+        abandoned = getattr(lit_api, "abandoned", None)
+        if abandoned is not None:
+            request_queue = SkippingQueue(request_queue, abandoned)
+        return super().__call__(lit_api, device, worker_id, request_queue, *args, **kwargs)
+
+
+class SkippingBatchedLoop(SkipsAbandoned, BatchedLoop):
+    """LitServe's batched loop (``--no-idle-wait``)."""
+
+
+class SkippingSingleLoop(SkipsAbandoned, SingleLoop):
+    """LitServe's one-request loop (``--max-batch-size 1``)."""
+
+
+class IdleWaitingLoop(SkipsAbandoned, BatchedLoop):
     _last_request = float("-inf")  # time.monotonic() of the last batch this worker took
 
     def get_batch_requests(self, lit_api, request_queue, transport) -> tuple[list, list]:

@@ -24,6 +24,17 @@ RETRY_AFTER = "5"  # seconds: about what a worker takes to start and load its mo
 _UIDS: ContextVar[list[str] | None] = ContextVar("attention_serve_uids", default=None)
 
 
+class ClientGone(Exception):
+    """The request's client closed its connection before the answer began: nothing is sent (abandoned.py)."""
+
+
+async def _disconnected(receive) -> None:
+    """Returns once the client has gone (ASGI's ``http.disconnect``); its body has been read, so uvicorn's receive
+    waits until then. Anything else it returns is waited past (a second look no sooner than 0.1 s)."""
+    while (await receive())["type"] != "http.disconnect":
+        await asyncio.sleep(0.1)
+
+
 class TrackedBuffer(dict):
     """LitServe's response buffer (uid -> the waiting request's event and answer) that notes each uid added in the
     context of a request this module sent on (see the module doc)."""
@@ -69,9 +80,11 @@ class Waiting:
                                "seconds", {"Retry-After": RETRY_AFTER})  # fmt: skip
         return None
 
-    async def answer(self, route: str, call, send) -> None:
+    async def answer(self, route: str, call, send, receive=None) -> None:
         """Run ``call(send)`` (LitServe's handler for the request) and wait for it; ClientError 503 when the worker
-        holding the request died, 504 after ``timeout`` seconds (the handler is then cancelled, its uid dropped)."""
+        holding the request died, 504 after ``timeout`` seconds (the handler is then cancelled, its uid dropped).
+        ``receive``: the request's ASGI receive, its body read: a disconnect before the answer begins is
+        :class:`ClientGone` (the handler cancelled, its uid dropped and noted for the workers to pass over)."""
         if self._watch is None:
             self._watch = asyncio.get_running_loop().create_task(self._watch_workers())
         entry = InFlight(route)
@@ -86,19 +99,38 @@ class Waiting:
             entry.task = asyncio.ensure_future(call(tracked))
         finally:
             _UIDS.reset(token)
+        listen = asyncio.ensure_future(_disconnected(receive)) if receive is not None else None
         self.inflight.add(entry)
         try:
-            done, _ = await asyncio.wait({entry.task}, timeout=self.timeout)
-            if not done and entry.started:  # its answer is going out: let it finish
-                await entry.task
-            elif not done:
-                entry.lost = "timeout"
-                entry.task.cancel()
+            deadline = asyncio.get_running_loop().time() + self.timeout
+            watched = {entry.task} | ({listen} if listen else set())
+            while True:
+                left = max(0.0, deadline - asyncio.get_running_loop().time())
+                done, _ = await asyncio.wait(watched, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                if entry.task in done:
+                    break
+                if listen in done:
+                    watched.discard(listen)
+                    if not entry.started and not entry.lost:
+                        entry.lost = "gone"
+                        entry.task.cancel()
+                        break
+                elif not done and entry.started:  # its answer is going out: let it finish
+                    await entry.task
+                    break
+                elif not done:
+                    entry.lost = "timeout"
+                    entry.task.cancel()
+                    break
             if entry.lost:
                 with contextlib.suppress(asyncio.CancelledError):
                     await entry.task
                 for uid in entry.uids:  # LitServe's handler was cancelled before it removed its entry
                     self.buffer.pop(uid, None)
+                    if entry.lost == "gone":
+                        self.board.abandoned.add(uid)
+                if entry.lost == "gone":
+                    raise ClientGone()
                 if entry.lost == "timeout":
                     raise ClientError(504, f"no answer from the {WHAT[route]} model within {self.timeout:g} s "
                                       "(--timeout)")  # fmt: skip
@@ -109,6 +141,8 @@ class Waiting:
             entry.task.cancel()
             raise
         finally:
+            if listen is not None:
+                listen.cancel()
             self.inflight.discard(entry)
 
     async def _watch_workers(self) -> None:

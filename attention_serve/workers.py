@@ -39,6 +39,7 @@ import litserve as ls
 import litserve.server
 from litserve.utils import WorkerSetupStatus
 
+from attention_serve.abandoned import Abandoned
 from attention_serve.cores import CoreShare
 from attention_serve.worker_start import DRAINING, ENDING, RUNNING, StartingFrom, end_with_parent, outliving
 
@@ -170,6 +171,7 @@ class WorkerBoard:
         self.restarts = mp.RawArray("i", n)
         self.pid = mp.RawArray("i", n)  # the worker process that answers (0: none yet)
         self.stage = mp.RawValue("b", RUNNING)  # the server's stage (worker_start.RUNNING): the workers read it too
+        self.abandoned = Abandoned()  # requests whose client went away: the workers pass over them (abandoned.py)
 
     def routes(self) -> list[str]:
         return list(dict.fromkeys(s.route for s in self.slots))
@@ -215,6 +217,7 @@ class SupervisedServer(ls.LitServer):
         share = CoreShare(len(slots), os.cpu_count() or 1)  # one for every worker: they lend each other cores
         for api in self.litapi_connector:
             api.stage = self.board.stage  # handed to each worker with its API: its SIGTERM handler reads it
+            api.abandoned = self.board.abandoned  # written by the HTTP process, read by the worker loops
             if api.threads is None:
                 api.cores = share
         # slot index -> its worker's pid and start time, from when it was first seen running (end_if_running)
