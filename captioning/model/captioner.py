@@ -693,10 +693,13 @@ class Captioner:
         images = _photo_list(images, "caption_images")
         check_flag("probs", probs)  # "yes" was taken as true, "" as false
         search = self._search(beam_size, max_len, length_penalty, no_repeat_ngram)
-        if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= search["beam_size"]:
+        # numpy's integers are integers, as beam_size's check takes them (api_args.check_count)
+        integer = isinstance(n_best, numbers.Integral) and not isinstance(n_best, bool)
+        if not integer or not 1 <= n_best <= search["beam_size"]:
             raise ValueError(
                 f"n_best must be an integer from 1 to the beam size ({search['beam_size']}), got {n_best!r}"
             )
+        n_best = int(n_best)
         if n_best > 1:
             search["n_best"] = n_best
         out = []

@@ -402,3 +402,55 @@ def test_on_off_options_and_vocabulary_sizes_are_checked():
     for config in (Seq2SeqConfig, TransformerConfig):
         sizes = config(src_vocab_size=np.int64(20), tgt_vocab_size=np.int32(12))
         assert (type(sizes.src_vocab_size), type(sizes.tgt_vocab_size)) == (int, int)
+
+
+@pytest.fixture(scope="module")
+def bundled_translator() -> Translator:
+    return Translator.load()
+
+
+def test_a_seeded_sampling_draws_in_python_what_the_command_draws(capsys, tmp_path, bundled_translator):
+    """``translate --sample --sample-seed 7`` keys its inputs by their numbers from 1; Python keyed them from 0, so
+    the same sentences and seed drew other translations (an audit: 27 of 30)."""
+    from text_attn.core.decoding import Sampling
+    from text_attn.translation.translate_cli import translate_main
+
+    s = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch im Park."]
+    source = tmp_path / "in.de"
+    source.write_text("\n".join(s) + "\n", encoding="utf-8")
+    args = ["--sample", "--sample-seed", "7", "--temperature", "1.5"]
+    import sys
+
+    old = sys.stdin
+    try:
+        sys.stdin = source.open(encoding="utf-8")
+        assert translate_main(args) == 0
+    finally:
+        sys.stdin.close()
+        sys.stdin = old
+    printed = capsys.readouterr().out.splitlines()
+    drawn = bundled_translator.translate(s, sampling=Sampling(seed=7, temperature=1.5))
+    assert [t.text for t in drawn] == printed
+    keyed_from_0 = bundled_translator.translate(s, sampling=Sampling(seed=7, temperature=1.5), keys=[0, 1, 2])
+    assert [t.text for t in keyed_from_0] != printed
+
+
+def test_numpy_integers_and_flags_are_taken_and_keys_without_a_seed_refused(bundled_translator):
+    import numpy as np
+
+    from text_attn.core.decoding import Sampling
+
+    translator = bundled_translator
+    s = ["Ein Mann fährt Fahrrad."]
+    assert len(translator.translate(s, n_best=np.int64(2))[0].nbest) == 2  # beam_size took them: n_best refused
+    with pytest.raises(ValueError, match=r"keys are a seeded sampling's keys \(sampling=Sampling\(seed=...\)\)"):
+        translator.translate(s, keys=[5])  # it was ignored
+    with pytest.raises(ValueError, match="keys are a seeded sampling's keys"):
+        translator.translate(s, keys=[5], sampling=Sampling())
+    with pytest.raises(TypeError, match="keys: one integer per line, got 'a'"):
+        translator.translate(s, keys=["a"])
+    with pytest.raises(TypeError, match="drop_ended must be True or False, got 'no'"):
+        translator.translate(s, drop_ended="no")  # "no" was taken as true
+    captioner = Captioner.load()
+    (cap,) = captioner.caption_images(DEMO_PHOTOS[:1], beam_size=3, n_best=np.int64(2))
+    assert len(cap.nbest) == 2

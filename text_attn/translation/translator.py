@@ -499,7 +499,8 @@ class Translator:
         decoding recorded in the model file unless given (:meth:`decoding`), and ``unlike_source`` (with the model's
         ``note``) set where the model file holds a check of its training text. options: sampling, n_best,
         no_repeat_ngram (text_attn.core.decoding.search), keys (per sentence an integer: with a seeded sampling, its
-        draws' key, so that it draws the same in any batch; default its position in ``sentences``), probs (True: each
+        draws' key, so that it draws the same in any batch; default its number in ``sentences``, from 1, as
+        ``translate`` numbers its inputs), probs (True: each
         translation's tokens' and words' probabilities, kept by the search (what :meth:`with_probs` reads back), and
         ``Translation.unsure()``), split (default True: a text of several sentences, "Ein Hund rennt. Eine Katze
         schläft.", is translated sentence by sentence and joined, ``Translation.pieces`` holding each sentence's:
@@ -529,8 +530,16 @@ class Translator:
         sampling, n_best = options.get("sampling"), options.get("n_best", 1)
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a text_attn.core.decoding.Sampling, got {type(sampling).__name__}")
-        if isinstance(n_best, bool) or not isinstance(n_best, int) or n_best < 1:
+        if options.get("keys") is not None:  # checked, and only taken where they key something (they were ignored)
+            _sampling_keys(options["keys"], len(sentences), "line" if split else "sentence")
+            if sampling is None or sampling.seed is None:
+                raise ValueError("keys are a seeded sampling's keys (sampling=Sampling(seed=...)): without one they "
+                                 "change nothing")  # fmt: skip
+        if isinstance(n_best, bool) or not isinstance(n_best, numbers.Integral) or n_best < 1:  # numpy's: integers
             raise ValueError(f"n_best must be an integer, at least 1, got {n_best!r}")
+        if "n_best" in options:
+            options["n_best"] = int(n_best)
+        check_flag("drop_ended", options.get("drop_ended", True))  # "no" was taken as true
         if sampling is not None and beam_size is None:
             beam_size = 1  # sampling draws one translation: the recorded beam is for the search, as --sample says
         d = self.decoding(beam_size=beam_size, length_penalty=length_penalty,
@@ -1023,10 +1032,12 @@ def _token_lists(toks: Any, name: str) -> list:
 
 
 def _sampling_keys(keys: Any, n: int, per: str) -> torch.Tensor:
-    """A seeded sampling's keys, one integer per ``per`` (default 0 .. n - 1), as a (n,) int64 tensor; else one
-    error naming them (strings reached torch's "too many dimensions 'str'", 1.5 was read as 1)."""
+    """A seeded sampling's keys, one integer per ``per`` (default 1 .. n: ``translate`` numbers its inputs from 1, so
+    the same sentences in the same order draw what ``translate --sample-seed`` draws; they were 0 .. n - 1, and 27 of
+    30 translations differed), as a (n,) int64 tensor; else one error naming them (strings reached torch's "too many
+    dimensions 'str'", 1.5 was read as 1)."""
     if keys is None:
-        return torch.arange(n)
+        return torch.arange(1, n + 1)
     try:
         as_list = [k.item() if hasattr(k, "item") else k for k in keys]  # numpy's and torch's numbers too
     except (TypeError, ValueError, RuntimeError):  # not a sequence; a table's rows (numpy's, torch's .item())
