@@ -37,7 +37,13 @@ from text_attn.core.errors import missing, one_line
 from text_attn.core.fork_safety import one_thread_after_fork
 from text_attn.core.html_page import PageList
 from text_attn.core.json_numbers import json_score
-from text_attn.core.modelfile import ModelFileError, decoding_defaults, load_model_file, save_model_file
+from text_attn.core.modelfile import (
+    ModelFileError,
+    decoding_defaults,
+    load_model_file,
+    read_export_source,
+    save_model_file,
+)
 from text_attn.core.precision import parameter_dtype, widened
 from text_attn.core.unsure import CAPTION_UNSURE, check_threshold, unsure_words
 from text_attn.core.vocab import Vocabulary, marks_split_off
@@ -385,7 +391,12 @@ class Captioner:
         if path.suffix == ".ckpt":
             if member not in (None, 1):
                 raise ValueError(f"model.init_member: {name} is a training checkpoint (one decoder), not an ensemble")
-            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            try:  # cut off, empty, damaged, not finite: one line (a cut-off one was torch's 40-line traceback)
+                ckpt = read_export_source(path)
+            except ModelFileError as err:
+                raise ValueError(f"model.init_from: {err}") from None
+            if not isinstance(ckpt, dict):
+                raise ValueError(f"model.init_from: {name} holds no caption model weights")
             prefix = "model."
             state = {k.removeprefix(prefix): v for k, v in ckpt.get("state_dict", {}).items() if k.startswith(prefix)}
             if not state:

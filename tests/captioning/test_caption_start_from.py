@@ -235,6 +235,25 @@ def test_a_checkpoint_start_keeps_its_facts_and_a_path_is_recorded_by_its_file_n
     }  # no machine's folders in a model file
 
 
+def test_a_cut_off_empty_or_damaged_checkpoint_start_is_one_line(tmp_path):
+    """A cut-off .ckpt as model.init_from was torch's 40-line traceback (an empty one a bare EOFError), after the data
+    was read; a damaged one was trained from."""
+    ckpt = tmp_path / "whole.ckpt"
+    vocab = Vocabulary.build([["a", "b"]])
+    torch.save({"state_dict": {"model.w": torch.arange(50_000.0)}, "vocab": vocab.to_dict()}, ckpt)
+    data = ckpt.read_bytes()
+    (tmp_path / "cut.ckpt").write_bytes(data[: len(data) // 2])
+    (tmp_path / "empty.ckpt").write_bytes(b"")
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF
+    (tmp_path / "flipped.ckpt").write_bytes(bytes(flipped))
+    for name, says in (("cut", "cut off by a copy or a full disk?"), ("empty", "an empty file"),
+                       ("flipped", "damaged: its part")):  # fmt: skip
+        with pytest.raises(ValueError, match=f"^model.init_from: .*{name}.ckpt: .*{re.escape(says)}") as err:
+            Captioner.read_start(str(tmp_path / f"{name}.ckpt"))
+        assert "\n" not in str(err.value)
+
+
 @pytest.mark.long
 def test_a_sanity_check_over_part_of_the_val_split_gives_no_start_score_to_compare(shapes_folder, capsys):
     """A sanity check of 1 of the 2 val batches: the start's score on one photo was compared with the best

@@ -40,7 +40,7 @@ from torch import nn
 from text_attn.core.errors import WriteError, one_line
 from text_attn.core.log_record import RECORD, record_logs
 from text_attn.core.ranks import say
-from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, holds_code, remote_message
+from text_attn.core.run_checkpoints import CODE_REFUSED, CheckpointRefused, damaged, holds_code, remote_message
 from text_attn.core.safe_files import atomic_output, write_text
 
 
@@ -54,11 +54,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if "://" in str(path):
             raise CheckpointRefused(remote_message(path))
         try:
-            return torch.load(path, map_location=map_location or "cpu", weights_only=True)
+            loaded = torch.load(path, map_location=map_location or "cpu", weights_only=True)
         except pickle.UnpicklingError as err:
             if not holds_code(err, path):  # not a checkpoint at all: Lightning's caller says so with the path
                 raise
             raise CheckpointRefused(f"{path}: {CODE_REFUSED}") from None
+        if problem := damaged(path):  # resumed from silently (run_checkpoints.damaged)
+            raise CheckpointRefused(f"{path}: {problem}")
+        return loaded
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         if "://" in str(path):  # remote file systems: Lightning's own writer

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from text_attn.core.errors import missing, one_line
-from text_attn.core.run_checkpoints import CODE_REFUSED, holds_code, starts_as_torch, torch_unreadable
+from text_attn.core.run_checkpoints import CODE_REFUSED, damaged, holds_code, starts_as_torch, torch_unreadable
 from text_attn.core.safe_files import OutputRefused, hold_outputs, inert, refuse_overlap, write_bytes
 
 
@@ -118,7 +118,9 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
         if holds_code(exc, path):  # pickled objects or code, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{path}: {CODE_REFUSED}") from None
         raise ModelFileError(f"{path}: not a model file: {torch_unreadable(path)}") from None  # the exception's
-    return check_model_data(path, data, kind, version)  # name (UnpicklingError, EOFError) said nothing
+    if problem := damaged(path):  # name (UnpicklingError, EOFError) said nothing
+        raise ModelFileError(f"{path}: {problem}")
+    return check_model_data(path, data, kind, version)
 
 
 def update_info(
@@ -242,6 +244,8 @@ def read_export_source(src: str | Path) -> Any:
         # the hint for a file that starts as torch's (its zip, a pickle) and breaks off, not for a text file
         hint = " (cut off by a copy or a full disk?)" if starts_as_torch(path) else ""
         raise ModelFileError(f"{src}: not a checkpoint or model file: {torch_unreadable(path, hint)}") from None
+    if problem := damaged(path):
+        raise ModelFileError(f"{src}: {problem}")
     state = data.get("state_dict") if isinstance(data, dict) else None
     if isinstance(state, dict) and (bad := not_finite(state)):  # a diverged run's: exported or averaged, exit 0,
         raise ModelFileError(f"{src}: {bad}")  # it captioned "yellow yellow ..." and translated empty lines

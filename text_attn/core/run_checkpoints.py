@@ -119,6 +119,24 @@ def starts_as_torch(path: str | Path, unreadable: bool = False) -> bool:
     return head[:2] == b"PK" or head[:1] == b"\x80"
 
 
+def damaged(path: str | Path) -> str | None:
+    """What is wrong with a torch file whose bytes changed where its size did not (a flipped bit, a copy or a disk gone
+    wrong): the first entry of its zip whose bytes do not match the CRC-32 stored beside them, in words; None where
+    every entry matches (or the file is no zip: torch.load says what else it is). torch.load never checks them: a
+    checkpoint with 100 bytes flipped was exported, exit 0, and a model file with 4 KiB overwritten captioned every
+    photo "A a a a a ...". Reading the file once more costs ~10-30 ms a 20-30 MB model file, from the page cache."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return None
+    if bad is None:
+        return None
+    return f"damaged: its part {bad!r} does not match its checksum (a copy or a disk gone wrong): copy it again"
+
+
 class CheckpointRefused(ValueError):
     """A checkpoint that is not loaded: remote, or holding pickled objects beyond tensors. One line."""
 
