@@ -190,7 +190,7 @@ def _post_translate(text, body: dict) -> tuple[int, dict, list[str]]:
     def refusal(path):  # its worker is up
         asked.append(path)
 
-    async def answer(path, call, send):  # what a worker would answer
+    async def answer(path, call, send, receive=None):  # what a worker would answer
         asked.append(path)
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})

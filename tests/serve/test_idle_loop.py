@@ -16,7 +16,7 @@ from litserve.loops.base import _SENTINEL_VALUE, _StopLoopError
 
 from attention_serve import idle_loop
 from attention_serve.cli import _parser, build_server
-from attention_serve.idle_loop import IdleWaitingLoop
+from attention_serve.idle_loop import IdleWaitingLoop, SkipsAbandoned
 
 
 class CountingQueue(queue.Queue):
@@ -85,15 +85,20 @@ def test_a_request_older_than_its_timeout_is_answered_as_timed_out():
 @pytest.mark.filterwarnings("ignore:The LitServer has both batch and unbatch")  # LitServe's, for batch size 1
 @pytest.mark.parametrize(
     ("flags", "loop"),
-    [([], "IdleWaitingLoop"), (["--no-idle-wait"], "BatchedLoop"), (["--max-batch-size", "1"], "SingleLoop")],
+    [
+        ([], "IdleWaitingLoop"),
+        (["--no-idle-wait"], "SkippingBatchedLoop"),
+        (["--max-batch-size", "1"], "SkippingSingleLoop"),
+    ],
 )
 def test_the_server_waits_when_idle_by_default(flags, loop, tmp_path):
     """The default server's workers run the waiting loop; --no-idle-wait gives LitServe's own (as does batch size 1,
-    where LitServe's loop already waits in a blocking get)."""
+    where LitServe's loop already waits in a blocking get), each passing over abandoned requests (abandoned.py)."""
     model = tiny_model_file(tmp_path / "c.pt")
     args = _parser().parse_args(["--caption-model", str(model), "--text-model", "none", *flags])
     server, _, _ = build_server(args)
     assert [type(api.loop).__name__ for api in server.litapi_connector] == [loop]
+    assert all(isinstance(api.loop, SkipsAbandoned) for api in server.litapi_connector)
 
 
 @pytest.mark.slow
