@@ -54,8 +54,9 @@ def test_pools_of_one_batch_keep_the_samplers_draw():
 class Data(ResumableBatches):
     """A data module's resume state alone: its batch size and the trainer's stage."""
 
-    def __init__(self, batch_size: int, fn: str = "fit", processes: int = 1):
-        self.hparams = SimpleNamespace(batch_size=batch_size)
+    def __init__(self, batch_size: int, fn: str = "fit", processes: int = 1, seed: int | None = None):
+        seeded = {} if seed is None else {"seed": seed}
+        self.hparams = SimpleNamespace(batch_size=batch_size, **seeded)
         self.trainer = SimpleNamespace(state=SimpleNamespace(fn=fn), ckpt_path="runs/last.ckpt", world_size=processes)
 
 
@@ -105,6 +106,39 @@ def test_a_resume_on_another_number_of_processes_is_refused():
     older = Data(16)
     older.load_state_dict({k: v for k, v in saved.items() if k != "processes"})  # before it was recorded: as it was
     assert older.take_resume_skip() == (1, 3)
+
+
+def test_a_resume_mid_epoch_with_another_seed_is_refused():
+    """The skip counts batches of the checkpoint's order; another data.seed orders the epoch otherwise: an audit's
+    resume left 79 of 300 pairs of that epoch untrained and trained 75 twice, unsaid, exit 0."""
+    saved = {"epoch": 1, "batches_done": 3, "batch_size": 16, "epoch_batches": 6, "processes": 1, "seed": 0}
+    same = Data(16, seed=0)
+    same.load_state_dict(saved)
+    assert same.take_resume_skip() == (1, 3)
+    with pytest.raises(ValueError) as err:
+        Data(16, seed=5).load_state_dict(saved)
+    assert str(err.value) == (
+        "data.seed 5: the checkpoint trained 3 batches of epoch 1 in data.seed 0's order, and a resume skips that many "
+        "of this order's: keep data.seed 0, or start a new fit from its weights with --model.init_from runs/last.ckpt "
+        "(its steps and optimiser afresh)"
+    )
+    for state in ({**saved, "batches_done": 6}, {**saved, "batches_done": 0}):  # its epoch closed, or not begun:
+        fresh = Data(16, seed=5)  # the next is shuffled afresh
+        fresh.load_state_dict(state)
+        assert fresh.take_resume_skip()[1] == 0
+    Data(16, "test", seed=5).load_state_dict(saved)  # no train loader
+    older = Data(16, seed=5)
+    older.load_state_dict({k: v for k, v in saved.items() if k != "seed"})  # before it was recorded: as it was
+    assert older.take_resume_skip() == (1, 3)
+    running = Data(16, seed=3)
+    current = SimpleNamespace(started=2, processed=4)
+    progress = SimpleNamespace(current=current)
+    running.trainer.fit_loop = SimpleNamespace(
+        epoch_progress=progress, epoch_loop=SimpleNamespace(batch_progress=progress)
+    )
+    running.trainer.num_training_batches, running.trainer.current_epoch = 6, 1
+    assert running.state_dict() == {"epoch": 1, "batches_done": 4, "batch_size": 16, "processes": 1, "seed": 3,
+                                    "epoch_batches": 6}  # fmt: skip
 
 
 def test_a_test_of_a_drawn_split_with_other_held_out_items_is_noted(capsys, tmp_path):
