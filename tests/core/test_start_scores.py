@@ -47,3 +47,23 @@ def test_the_start_scores_go_with_a_checkpoint_and_come_back_on_resume(tmp_path)
     assert better and line.startswith("val_CIDEr: 85.18 from model.init_from flickr8k before training, 25.67 at")
     back.restore({"scores": "odd"})  # a checkpoint of another shape: left as it is
     assert back.scores == whole.scores
+
+
+def test_a_start_score_is_kept_on_a_resume_only_where_the_val_items_are_the_checkpoints():
+    """A resume whose val split changed (another data.seed, a grown folder) compared the start's score on the old val
+    items with its best on the new ones, and that comparison chose the weights written (training.load_run_state)."""
+    from text_attn.core.training import _same_held_out
+
+    class Held:
+        def __init__(self, digest):
+            self.digest = digest
+
+        def _held_out_digest(self):
+            return self.digest
+
+    trainer, key = SimpleNamespace(datamodule=Held("abc")), Held.__qualname__  # Lightning's key for its state
+    assert _same_held_out(trainer, {key: {"held_out": "abc"}})
+    assert not _same_held_out(trainer, {key: {"held_out": "xyz"}})
+    assert _same_held_out(trainer, {key: {}}) and _same_held_out(trainer, {})  # a checkpoint of before
+    assert _same_held_out(SimpleNamespace(datamodule=Held(None)), {key: {"held_out": "xyz"}})  # cannot say
+    assert _same_held_out(SimpleNamespace(), {key: {"held_out": "xyz"}})  # no data module

@@ -211,10 +211,10 @@ class ResumableBatches:
         if fitting and state.get("held_out") and (held := self._held_out_digest()) and held != state["held_out"]:
             # a folder grown or changed since: photos moved between the splits (a test photo into train), unsaid
             ckpt = getattr(trainer, "ckpt_path", None) or "CKPT"
-            say("data: note: this run's val and test are not those of the run the checkpoint comes from (its data "
-                "changed since): the scores and the best checkpoint so far were of others, and some of them may now "
-                f"be trained on; to keep the data as it is now, start a new fit from its weights: --model.init_from "
-                f"{ckpt}")  # fmt: skip
+            say("data: note: this run's val and test are not those of the run the checkpoint comes from (its data, "
+                "data.seed or split sizes changed since): the scores and the best checkpoint so far were of others, "
+                "and some of them may now be trained on; to keep the data as it is now, start a new fit from its "
+                f"weights: --model.init_from {ckpt}")  # fmt: skip
         elif not fitting and state.get("held_out") and self.drawn_split():
             if (held := self._held_out_digest()) and held != state["held_out"]:  # test with other sizes or seed: its
                 # "test" pairs were the fit's training pairs (100 of 100), its score 12 sacreBLEU above the true one

@@ -21,6 +21,7 @@ import torch
 
 from text_attn.core.errors import WriteError, one_line
 from text_attn.core.modelfile import file_name
+from text_attn.core.ranks import say
 
 
 class TrainingDiverged(RuntimeError):
@@ -86,6 +87,18 @@ def random_state() -> dict[str, Any]:
 def save_random_state(checkpoint: dict[str, Any]) -> None:
     """The random states in ``checkpoint``, so dropout and sampling continue as if never interrupted."""
     checkpoint["random_state"] = random_state()
+
+
+def _same_held_out(trainer: Any, checkpoint: dict[str, Any]) -> bool:
+    """Whether the data module holds out the val and test items its state in ``checkpoint`` recorded
+    (batching.ResumableBatches: a digest of them); True where either cannot say (a checkpoint of before)."""
+    data = getattr(trainer, "datamodule", None)
+    digest = getattr(data, "_held_out_digest", None)
+    saved = checkpoint.get(type(data).__qualname__) if data is not None else None
+    if not callable(digest) or not isinstance(saved, dict) or not saved.get("held_out"):
+        return True
+    now = digest()
+    return now is None or now == saved["held_out"]
 
 
 def restore_random_state(state: dict[str, Any] | None) -> None:
@@ -610,7 +623,11 @@ class RunState:
         start = getattr(self, "_start", None)
         init_from = getattr(getattr(self, "hparams", None), "init_from", None)
         if start is not None and init_from and "start_scores" in checkpoint:  # a resumed fit compares with its start
-            start.restore(checkpoint["start_scores"])  # still (a resume without it: no start to write back)
+            if _same_held_out(trainer, checkpoint):  # still (a resume without it: no start to write back)
+                start.restore(checkpoint["start_scores"])
+            else:  # scored on other val items: compared with this run's best, they chose the weights written
+                say("model: note: model.init_from's scores before training were of other val items than this run's "
+                    "(see the data's note): they are not compared with this run's best")  # fmt: skip
 
     def on_train_start(self) -> None:
         if getattr(self.trainer, "fast_dev_run", False):
