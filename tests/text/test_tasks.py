@@ -407,6 +407,11 @@ def test_a_pair_longer_than_max_tokens_is_left_out_with_one_note(tmp_path, capsy
     with pytest.raises(ValueError, match="data.max_tokens must be at least 1, got 0"):
         TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=1, tokenizer="word",
                               max_tokens=0).setup("fit")  # fmt: skip
+    none_left = TranslationDataModule(task="tsv", path=str(corpus), val_size=1, test_size=0, tokenizer="word",
+                                      max_tokens=1)  # fmt: skip
+    with pytest.raises(ValueError, match=r"^no training pair left: all 5 have more than data.max_tokens=1 tokens on a "
+                                         r"side \(the shortest: 2\): raise data.max_tokens$"):  # fmt: skip
+        none_left.setup("fit")  # it was torch's sampler: "num_samples should be a positive integer value"
 
 
 def test_a_language_written_without_spaces_gets_a_note_under_the_word_tokenizer(tmp_path, capsys):

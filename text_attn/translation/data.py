@@ -363,6 +363,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 f"train pair {long[0] + 1} (its source starting {start}) has {size} tokens on a side, "
                 f"more than data.max_tokens={cap}: raise it, or remove the pair and its links"
             )
+        if len(long) == len(train):  # torch's sampler said "num_samples should be a positive integer value, but got
+            # num_samples=0"
+            shortest = min(max(len(x.src), len(x.tgt)) for x in train)
+            raise ValueError(f"no training pair left: all {len(train):,} have more than data.max_tokens={cap} tokens "
+                             f"on a side (the shortest: {shortest:,}): raise data.max_tokens")  # fmt: skip
         say(f"text data: left out {len(long)} training pair(s) with more than data.max_tokens={cap} tokens on a "
             f"side (the first: {size:,} tokens, its source starting {start}: a paragraph, or lines joined by a "
             "missing line break?)")  # fmt: skip
