@@ -41,6 +41,16 @@ LINE = f"{FIRST} {SECOND}"
         ("See https://example.com/a. Next one.", ["See https://example.com/a.", "Next one."]),
         ("Ein Hund kostet 1.000. Eine Katze.", ["Ein Hund kostet 1.000.", "Eine Katze."]),
         ("Am 3.10.2024. Ein Fest.", ["Am 3.10.2024.", "Ein Fest."]),
+        # a number's period ends a sentence where no ordinal's word comes before it nor a month after it (every "N."
+        # was an ordinal: the next sentence was merged in and mostly lost)
+        ("Er trägt die Nummer 7. Eine Frau sitzt.", ["Er trägt die Nummer 7.", "Eine Frau sitzt."]),
+        ("Das war 2024. Im Jahr 2025 kam er.", ["Das war 2024.", "Im Jahr 2025 kam er."]),
+        ("Zum 100. Mal. Dann ging er.", ["Zum 100. Mal.", "Dann ging er."]),
+        ("Er las S. 5 und Abb. 3. Dann ging er.", ["Er las S. 5 und Abb. 3.", "Dann ging er."]),
+        # a line break ends a sentence; other characters str.splitlines breaks at do not (a vertical tab: Word's
+        # manual line break)
+        ("Ein Mann läuft über die\x0bStraße. Eine Frau.", ["Ein Mann läuft über die\x0bStraße.", "Eine Frau."]),
+        ("Ein Mann\u2028fährt\x85Rad\rweg.", None),
         # no sentence ends: abbreviations, initials, words with periods inside, a lowercase word after a "?"
         ("Ein Mann läuft an einem Schild vorbei, auf dem E.S.E. Electronics steht.", None),
         ("Zwei Menschen halten einen Globus mit ca. 120 cm Durchmesser.", None),
@@ -55,12 +65,16 @@ LINE = f"{FIRST} {SECOND}"
         ("Das ist z.B. Ein Test, u.a. Dies.", None),
         ("Dipl.Ing. Meyer kam heute an.", None),  # periods inside, no web address: an abbreviation
         ("Bitte Tel.Nr. Angeben.", None),
+        ("Der 2. Platz ging an ihn. Er lachte.", ["Der 2. Platz ging an ihn.", "Er lachte."]),
+        ("Es war der 5. Dezember.", None),
+        ("Sie kam am 1. Juni zurück.", None),
+        ("Sie kam 1. Juni zurück.", None),  # a month after it
     ],
 )
 def test_a_line_is_cut_where_its_sentences_end_and_nowhere_else(line, sentences):
     found = split_sentences(line)
     assert found == (sentences or [line])
-    assert " ".join(found) == " ".join(line.split())  # nothing lost or moved: the line, its spaces aside
+    assert " ".join(" ".join(found).split()) == " ".join(line.split())  # nothing lost or moved, spaces aside
     assert split_sentences("  \t ") == []
 
 

@@ -60,10 +60,24 @@ _MARKUP = [
     (re.compile(r"\[([^\]\n]+)\]\((?:[a-z][a-z0-9+.-]*:|www\.|/|#)[^)\s]*\)"), r"\1"),  # a link: its text
 ]
 # lowercase, without their final period: a period after them is the abbreviation's, not a sentence end
+# a number with a period is an ordinal ("am 3. Mai", "der 2. Platz", "zum 100. Mal") only after one of these words or
+# before a month; elsewhere its period may end a sentence ("trägt die Nummer 7. Eine Frau ...", "Das war 2024. Im Jahr
+# ...": every "N." was an ordinal, and the next sentence was merged into this one and mostly lost)
+ORDINAL_BEFORE = frozenset(
+    "am vom zum im bis ab seit den der die das dem des zur beim ein eine einem einen einer eines jeden jedem jeder "
+    "jede mein meine meinem meinen sein seine seinem seinen ihr ihre ihrem ihren unser unsere unserem unseren dieser "
+    "diese diesem diesen vor nach zu"
+    .split()
+)  # fmt: skip
+MONTHS = frozenset(
+    "januar jänner februar märz april mai juni juli august september oktober november dezember jan feb mär apr jun "
+    "jul aug sep sept okt nov dez"
+    .split()
+)  # fmt: skip
 ABBREVIATIONS = frozenset(
     # German
     "bzw ca dr evtl ggf hr fr frl nr str st usw vgl etc inkl sog tel abs bsp jh jhd mio mrd min max prof dipl ing "
-    "geb gest bspw ebd zzgl abzgl ggü allg ehem gegr jan feb mär apr jun jul aug sep sept okt nov dez "
+    "geb gest bspw ebd zzgl abzgl ggü allg ehem gegr jan feb mär apr jun jul aug sep sept okt nov dez abb kap bd hrsg "
     # English
     "mr mrs ms mt jr sr vs no fig approx dept est ave rd blvd co corp inc ltd oct dec "
     # French
@@ -92,7 +106,10 @@ def _lines_sentences(text: str) -> list[list[str]]:
     # typed without capitals: nothing tells a sentence's start but the letter after an end ("Ein Mann ... "got
     # rocks?" is flipping" has one capital, its first, and no sentence starts after the "?")
     any_letter = not any(c.isupper() for c in text)
-    return [_sentences(part.strip(), any_letter) for part in text.splitlines()]
+    # at line feeds only: str.splitlines also broke a line at a vertical tab (Word's manual line break), a stray CR,
+    # U+2028, U+0085 or \x1c-\x1e, tearing a sentence in two ("... über die\x0bStraße." -> "... water. A street.");
+    # they are white space to the words
+    return [_sentences(part.strip(), any_letter) for part in text.split("\n")]
 
 
 def _sentences(text: str, any_letter: bool) -> list[str]:
@@ -104,7 +121,7 @@ def _sentences(text: str, any_letter: bool) -> list[str]:
         if not after or not (after.isupper() or after.isdigit() or (any_letter and after.isalpha())):
             continue
         mark = text[m.start() : m.end()].rstrip(_CLOSERS)  # "." (or "..."), "!", "?!", "…"
-        if mark.endswith(".") and _abbreviation(text[: m.start()]):
+        if mark.endswith(".") and _abbreviation(text[: m.start()], rest):
             continue
         pieces.append(text[start : m.end()].strip())
         start = m.end()
@@ -194,15 +211,22 @@ def put_marks(translation: Any, marks: list[str] | None) -> Any:
     return dataclasses.replace(joined(marked), marks=list(marks))
 
 
-def _abbreviation(before: str) -> bool:
+def _abbreviation(before: str, after: str = "") -> bool:
     """Whether the word ending ``before`` (the text up to a period) makes that period its own: an abbreviation, an
-    initial, an ordinal number, a word with periods inside."""
-    word = re.split(r"[\s(\[\"'„“«‚‘]", before)[-1]
+    initial, an ordinal number (:data:`ORDINAL_BEFORE`; a list's number at the text's start), a word with periods
+    inside. ``after``: the text after the period."""
+    words = re.split(r"[\s(\[\"'„“«‚‘]", before)
+    word = words[-1]
     if not word:
         return False  # a period after a space or a bracket: "..." handled as the end's own run
     if "." in word:
         return not _ends_as_sentence(word)
-    if len(word) == 1 and word.isalpha() or word.isdigit():
+    if word.isdigit():
+        earlier = next((w for w in reversed(words[:-1]) if w), None)
+        month = re.match(r"\w+", after)
+        return (earlier is None or earlier.lower().rstrip(",:;") in ORDINAL_BEFORE
+                or month is not None and month.group().lower() in MONTHS)  # fmt: skip
+    if len(word) == 1 and word.isalpha():
         return True
     # German streets' compounds: "Hauptstr. 5", "Bahnhofstr. 12"
     return word.lower() in ABBREVIATIONS or len(word) > 4 and word.lower().endswith("str")
