@@ -77,6 +77,10 @@ def test_paragraphs_are_streamed_as_the_blank_lines_arrive():
     # a pause (None) passes on at once; the paragraph still being typed is held until its blank line or the end
     assert list(paragraphs(lines)) == [None, "Ein Mann läuft.", None, "Ein Hund-", "bellt. Laut."]
     assert list(paragraphs([])) == [] and list(paragraphs(["", "  "])) == []
+    # a line of marks alone (a rule, a code fence, a heading's underline) is an input of its own, written as typed:
+    # joined, it was dropped, read into the text or made a sentence of ("* * *" -> "* * A view of the same time.")
+    marked = ["Ein Mann fährt", "Fahrrad.", "---", "Eine Frau läuft.", "> * * *", ">", "```"]
+    assert list(paragraphs(marked)) == ["Ein Mann fährt Fahrrad.", "---", "Eine Frau läuft.", "> * * *", "```"]
 
 
 def test_a_signatures_short_lines_are_read_at_the_width_of_the_text_above():
@@ -212,6 +216,13 @@ def test_the_servers_note_names_the_texts_that_break_off():
         (["> Ein Mann läuft über die", ">  Straße. Ein Hund", ">", "> spielt im Park.", "Danke, das ist", "schön."],
          "> Ein Mann läuft über die Straße. Ein Hund spielt im Park.\nDanke, das ist schön."),
         ([">> Ein Mann läuft", "> > über die Straße.", "> Ja."], ">> Ein Mann läuft über die Straße.\n> Ja."),
+        # a line break kept inside a quote keeps the quote's marks on both sides (the quoted list's later items, and
+        # a quoted line after a quoted heading, read as the writer's own); a quote's blank line (">" alone) ends one
+        # of its paragraphs (they were read as one) unless the line above breaks a sentence off
+        (["> - Ein Hund", "> - Eine Katze", "> - Zwei Kinder"], "> - Ein Hund\n> - Eine Katze\n> - Zwei Kinder"),
+        (["> # Der Hund", "> Ein Hund läuft über die", "> Wiese."], "> # Der Hund\n> Ein Hund läuft über die Wiese."),
+        (["> Ein Mann läuft über die", "> Straße.", ">", "> Eine Frau sitzt auf einer", "> Bank."],
+         "> Ein Mann läuft über die Straße.\n> Eine Frau sitzt auf einer Bank."),
         # Markdown's headings: a line of their own, whatever their length
         (["# Ein Mann läuft über die Straße und ein Hund", "bellt.", "## Teil 2", "Ein Kind spielt mit dem Ball."],
          "# Ein Mann läuft über die Straße und ein Hund\nbellt.\n## Teil 2\nEin Kind spielt mit dem Ball."),

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from text_attn.core.casing import shows_nothing
-from text_attn.translation.sentences import item_mark
+from text_attn.translation.sentences import item_mark, marks_alone
 
 SOFT_HYPHEN = "\u00ad"
 # the word before a hyphen (hyphen-minus, U+2010, a soft hyphen) that ends a line (letters or digits, with any hyphens
@@ -86,20 +86,28 @@ def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] 
     # the lines in runs of one paragraph and e-mail quote depth, their marks taken off, each with what goes before it
     runs: list[tuple[str, list[str], str]] = []
     ended = False  # a blank line above: the next line starts a paragraph
+    quote_ended = False  # a quote's blank line above (">" alone): the next line starts one of the quote's paragraphs
     for line in lines:
         quote, rest = quoted(unicodedata.normalize("NFC", line))  # "grün-" typed decomposed is a word's end too
-        if not rest:  # a blank line ends a paragraph; a quote's (">" alone) is skipped
-            ended = ended or not quote
+        if not rest:  # a blank line ends a paragraph; a quote's (">" alone) ends one of the quote's, on its own line
+            ended, quote_ended = ended or not quote, quote_ended or bool(quote)  # (the two were read as one) unless
             continue
-        if runs and runs[-1][0] == quote and not ended:
+        # a quote's blank line where the line above breaks a sentence off that this one goes on with: skipped (a
+        # reflowed quote's stray ">")
+        if quote_ended and runs and runs[-1][0] == quote and goes_on(runs[-1][1][-1], rest):
+            quote_ended = False
+        if runs and runs[-1][0] == quote and not ended and not quote_ended:
             runs[-1][1].append(rest)
         else:
             gap = ("\n\n" if ended else "\n") if runs else ""  # after a paragraph's end, a blank line kept
             runs.append((quote, [rest], gap))
-        ended = False
+        ended = quote_ended = False
     wide = max([wide, *(wrap_width(run) for _, run, _ in runs)])
-    # each run joined, its quote's marks before it ("> A man ...": put back before its translation as a list item's)
-    return "".join(gap + quote + _join_run(run, word_logp, wide) for quote, run, gap in runs)
+    # each run joined, its quote's marks before each of its lines ("> A man ...": put back before its translation as
+    # a list item's; a line break kept inside a quote's run had none, and the quoted lines after it read as the
+    # writer's own)
+    return "".join(gap + quote + _join_run(run, word_logp, wide).replace("\n", "\n" + quote) if quote
+                   else gap + _join_run(run, word_logp, wide) for quote, run, gap in runs)  # fmt: skip
 
 
 def wrap_width(lines: list[str]) -> int:
@@ -245,14 +253,25 @@ def paragraphs(
     for line in lines:
         if line is None:
             yield None
-        elif not shows_nothing(line):  # a line of a zero-width space alone is blank too
+        elif not shows_nothing(line) and not _marks_line(line):  # a line of a zero-width space alone is blank too
             held.append(line)
-        elif held:
-            yield join_wrapped(held, word_logp, wide)
-            wide = max(wide, wrap_width([quoted(kept)[1] for kept in held]))
+        else:
+            if held and (joined := join_wrapped(held, word_logp, wide)):  # (a quote's blank line alone: nothing)
+                yield joined
+                wide = max(wide, wrap_width([quoted(kept)[1] for kept in held]))
             held = []
-    if held:
-        yield join_wrapped(held, word_logp, wide)
+            if not shows_nothing(line):  # a rule ("---", "* * *"), a code fence, a heading's underline: an input of
+                yield line  # its own, written as typed (translate_cli: marks alone); joined, it was dropped, read
+                # into the text ("``` Eine Frau" -> "... in the middle of the movie line") or made a sentence of
+    if held and (joined := join_wrapped(held, word_logp, wide)):
+        yield joined
+
+
+def _marks_line(line: str) -> bool:
+    """Whether ``line`` holds marks alone (no letter or digit) after its e-mail quote marks, if any (a quote's blank
+    line, ">" alone, is the quote's own: join_wrapped)."""
+    rest = quoted(line)[1]
+    return bool(rest) and marks_alone(rest)
 
 
 def file_unit(args: Any) -> str:
