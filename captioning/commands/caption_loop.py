@@ -202,7 +202,8 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         where = f" in {args.jsonl}; --resume continues after them" if args.jsonl else ""
         if failed:  # their records say the error: a --resume tries them again (the count said they were done)
             where += f" ({failed} failed: {'--resume tries them again' if args.jsonl else 'see the lines above'})"
-        print(f"caption: interrupted after {finished} image(s){where}", file=sys.stderr)
+        # with --resume, the images FILE held already count: the line named this run's alone
+        print(f"caption: interrupted after {finished + len(done)} image(s){where}", file=sys.stderr)
         if workers:
             # The outputs are closed and flushed; leave now. A normal exit would tear down the loader's worker
             # processes while multiprocessing's fd-sharing thread may be mid-handshake with one of them, and that

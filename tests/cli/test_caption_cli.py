@@ -850,6 +850,13 @@ def test_ctrl_c_while_a_batchs_page_is_made_leaves_the_page_and_records_at_the_b
     assert len(jsonl.read_text().splitlines()) == 2 and page.read_text().count('<section class="item') == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"caption: interrupted after 2 image(s) in {jsonl}; --resume " \
         "continues after them"  # fmt: skip
+    # resumed and stopped again a batch on: the line counts what FILE holds (it said 2, this run's)
+    monkeypatch.setattr(caption_loop, "html_sections", ctrl_c_at(caption_loop.html_sections, 2))
+    with pytest.raises(SystemExit):
+        caption_main([str(album), "--model", str(model_file), *FAST, "--batch-size", "2", "--workers", "0",
+                      "--jsonl", str(jsonl), "--resume", "--html", str(tmp_path / "more.html")])  # fmt: skip
+    assert len(jsonl.read_text().splitlines()) == 4
+    assert f"caption: interrupted after 4 image(s) in {jsonl}" in capsys.readouterr().err.splitlines()[-1]
 
 
 def test_a_ctrl_c_between_a_batchs_page_and_records_waits_for_the_records(capsys, model_file, album, tmp_path,

@@ -281,6 +281,18 @@ def test_a_ctrl_c_between_a_batchs_writes_waits_for_the_batch(model_file, tmp_pa
     assert exc.value.code == 130 and calls["n"] == 2
     assert [len(p.read_text().splitlines()) for p in (out, jsonl, links)] == [4, 4, 4]
     assert capsys.readouterr().err.splitlines()[-1] == f"translate: interrupted after 4 input(s) in {out} and {jsonl}"
+    # resumed and stopped again after one batch more: the line counts what the files hold (it said 2, this run's)
+    calls["n"] = 1
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{DE[0]}\n{DE[1]}\n" * 4))
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(SystemExit):
+            translate_main(["--model", str(model_file), "--batch-size", "2", "--output", str(out), "--jsonl",
+                            str(jsonl), "--max-len", "3", "--resume"])  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    assert [len(p.read_text().splitlines()) for p in (out, jsonl)] == [6, 6]
+    assert capsys.readouterr().err.splitlines()[-1] == f"translate: interrupted after 6 input(s) in {out} and {jsonl}"
 
 
 def test_unknown_words_are_named_as_written(model_file, capsys):

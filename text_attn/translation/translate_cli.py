@@ -121,7 +121,8 @@ def _count_named(progress: dict[str, Any], kind: str, named: tuple) -> None:
 def _written(args: argparse.Namespace, progress: dict[str, Any]) -> str:
     """How far an interrupted run came, in each file --resume continues: "8 input(s) in a.en and a.jsonl"; where
     Ctrl-C came between a batch's --output lines and its records, "12 input(s) in a.en, 8 in a.jsonl"."""
-    done, files = progress.get("done", 0), continued(args)
+    # with --resume the inputs the file held already count: the line named this run's alone (576 in the file, "348")
+    done, files = progress.get("done", 0) + getattr(args, "resume_from", 0), continued(args)
     held = {path: done + (progress.get("ahead", 0) if flag == "--output" else 0) for flag, path in files.items()}
     if len(set(held.values())) > 1:
         return ", ".join(f"{n} input(s) in {path}" if not k else f"{n} in {path}" for k, (path, n) in
