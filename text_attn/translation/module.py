@@ -370,8 +370,28 @@ class TranslationModule(RunState, pl.LightningModule):
         self._read_as_trained(meta)
         self._built_as_saved(meta)
         saved = [Vocabulary.from_dict(meta[k]) if isinstance(meta.get(k), dict) else None for k in VOCABS]
-        _same_vocabularies(saved, [getattr(self, k, None) for k in VOCABS], "the checkpoint")
+        _same_vocabularies(saved, [getattr(self, k, None) for k in VOCABS], "the checkpoint", self._changed(checkpoint))
         self.load_run_state(checkpoint, network_built=self.net is not None)
+
+    def _changed(self, checkpoint: dict) -> str:
+        """What of this run's data options (and model.init_from, which gives the vocabularies) differs from the
+        checkpoint's, in words, for the vocabulary refusal ("" where nothing recorded differs): it named no option, and
+        another data.tgt_lang was said of the source vocabulary."""
+        dm = getattr(getattr(self, "_trainer", None), "datamodule", None)
+        saved, now = checkpoint.get("datamodule_hyper_parameters"), getattr(dm, "hparams", None)
+        said = []
+        if isinstance(saved, dict) and now is not None:
+            for key in sorted(saved):
+                if key in now and key not in ("batch_size", "num_workers") and saved[key] != now[key]:
+                    said.append(f"data.{key} {now[key]} (the checkpoint's: {saved[key]})")
+        hp = checkpoint.get("hyper_parameters") or {}
+        start = getattr(getattr(self, "hparams", None), "init_from", None)
+        if start and hp.get("init_from") == start and not said:  # the same name: is it the same file?
+            said.append(f"model.init_from {start}, whose vocabularies the run reads: the file the checkpoint's run "
+                        "started from, unchanged?")  # fmt: skip
+        elif start != hp.get("init_from", start):
+            said.append(f"model.init_from {start} (the checkpoint's: {hp.get('init_from')})")
+        return "; ".join(said[:4])
 
     def _build_from(self, meta: dict) -> None:
         """The network built from a checkpoint's model metadata (no data module gave its vocabularies), undrawn, for
@@ -437,12 +457,14 @@ class TranslationModule(RunState, pl.LightningModule):
         self._load_start(Translator.read_start(self.hparams.init_from, self.hparams.arch)["state_dict"])
 
 
-def _same_vocabularies(saved: list, data: list, whose: str = "the network") -> None:
+def _same_vocabularies(saved: list, data: list, whose: str = "the network", changed: str = "") -> None:
     """One ValueError line unless each vocabulary the data built (source, target) is the one ``whose`` weights were
-    trained with (None on either side: nothing to compare)."""
+    trained with (None on either side: nothing to compare). ``changed``: the options that differ from its run's."""
     for side, theirs, own in zip(("source", "target"), saved, data, strict=True):
         if theirs is not None and own is not None and theirs != own:
+            fix = f"here {changed}: use those {whose} was trained with" if changed else (
+                f"use the data settings {whose} was trained with")  # fmt: skip
             raise ValueError(
                 f"{whose}'s {side} vocabulary ({len(theirs)} tokens) differs from the one built from the data "
-                f"({len(own)} tokens{first_difference(theirs, own)}): use the data settings {whose} was trained with"
+                f"({len(own)} tokens{first_difference(theirs, own)}): {fix}"
             )
