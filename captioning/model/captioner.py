@@ -174,6 +174,11 @@ class StartWeights(NamedTuple):
 
 
 class Captioner:
+    """A trained captioner: a model file's encoder, decoder(s), vocabulary and preprocessing, loaded with
+    :meth:`load` (a bundled model's name or a path). :meth:`caption_images` captions photos (files, bytes, PIL images)
+    as ``caption`` does; each :class:`Caption` holds its words, score and attention over the image's regions
+    (:meth:`Caption.overlay` draws it). docs/python.md has the whole tour."""
+
     def __init__(
         self,
         model: CaptionModel,

@@ -351,6 +351,7 @@ def test_the_smaller_public_calls_name_what_they_cannot_read(tmp_path):
         EnsembleTranslator(["transformer", "bahdanau"])  # was "'str' object has no attribute 'codec'"
     with pytest.raises(TypeError, match="an ensemble takes a list of translators, got Translator"):
         EnsembleTranslator(translator)
+    assert len(EnsembleTranslator(m for m in (translator, translator)).members) == 2  # "not subscriptable"
     s, draw = ["Ein Mann fährt Fahrrad.", "Zwei Hunde."], Sampling(seed=3, temperature=1.5)
     for keys, raised, says in ((["a", "b"], TypeError, "keys: one integer per line, got 'a'"),  # torch's "'str'"
                                ([1.5, 2], TypeError, "keys: one integer per line, got 1.5"),  # was read as 1

@@ -106,6 +106,15 @@ def test_corpus_bleu_rejects_bad_input():
         corpus_bleu([], [])
     with pytest.raises(ValueError, match="2 references but 1 hypotheses"):
         corpus_bleu([[toks("a")], [toks("b")]], [toks("a")])
+    from text_attn.core.metrics import sacre_scores, text_scores
+
+    # named as the call the caller made ("sacre_scores: ..." of text_scores), and an empty corpus said so ("0
+    # references but 0 hypotheses" named no fault)
+    with pytest.raises(ValueError, match="^text_scores: 2 references but 1 hypotheses$"):
+        text_scores(["a", "x"], ["a"])
+    for scores in (text_scores, sacre_scores):
+        with pytest.raises(ValueError, match=rf"^{scores.__name__}: empty corpus \(no references and no hypotheses\)$"):
+            scores([], [])
 
 
 # ----------------------------------------------------------------------------------------------

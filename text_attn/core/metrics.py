@@ -110,7 +110,9 @@ def sacre_prepared(
 
     _sentences(references, "references", caller)
     _sentences(hypotheses, "hypotheses", caller)
-    if len(references) != len(hypotheses) or not references:
+    if not references and not hypotheses:  # "0 references but 0 hypotheses" named no fault
+        raise ValueError(f"{caller}: empty corpus (no references and no hypotheses)")
+    if len(references) != len(hypotheses):
         raise ValueError(f"{caller}: {len(references)} references but {len(hypotheses)} hypotheses")
     bleu, chrf = BLEU(tokenize=tokenize, lowercase=lowercase), CHRF(lowercase=lowercase)
     return bleu, chrf, [[scored_form(r) for r in references]], [scored_form(h) for h in hypotheses]
@@ -128,14 +130,15 @@ def _sentences(texts: Sequence[str], what: str, caller: str) -> None:
 
 
 def sacre_scores(
-    references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a", lowercase: bool = False
-) -> dict:
+    references: Sequence[str], hypotheses: Sequence[str], tokenize: str = "13a", lowercase: bool = False,
+    caller: str = "sacre_scores",
+) -> dict:  # fmt: skip
     """sacreBLEU and chrF (0-100) of detokenized hypotheses against one reference each (both as written: cased,
     punctuation attached; in Unicode's composed form, NFC), and the two signatures. ``tokenize``: sacreBLEU's
     tokenizer (score_options.BLEU_TOKENIZERS; zh for Chinese, ja-mecab for Japanese: 13a reads an unspaced
     sentence as one word). ``lowercase``: both case-insensitive (signatures "case:lc"), for a model that writes
-    lowercase: its every capitalised word would count as wrong."""
-    bleu, chrf, refs, hyps = sacre_prepared(references, hypotheses, tokenize, lowercase, "sacre_scores")
+    lowercase: its every capitalised word would count as wrong. ``caller``: the function the refusals name."""
+    bleu, chrf, refs, hyps = sacre_prepared(references, hypotheses, tokenize, lowercase, caller)
     return {
         "sacrebleu": bleu.corpus_score(hyps, refs).score,
         "chrf": chrf.corpus_score(hyps, refs).score,
@@ -153,7 +156,7 @@ def text_scores(
 
     _sentences(references, "references", "text_scores")  # named as this call, before sacre_scores checks them
     _sentences(hypotheses, "hypotheses", "text_scores")
-    sacre = sacre_scores(references, hypotheses, tokenize, lowercase)
+    sacre = sacre_scores(references, hypotheses, tokenize, lowercase, "text_scores")
     bleu = corpus_bleu([[words(r, lower=True)] for r in references], [words(h, lower=True) for h in hypotheses])
     return {"bleu_tok": 100 * bleu["bleu4"], **sacre}
 

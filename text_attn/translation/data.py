@@ -134,6 +134,10 @@ MULTI30K_TRAIN_PAIRS = 29_000  # task 1's train split (../shared/data/README.md)
 
 
 class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
+    """The sentence pairs ``text-train`` trains on (a synthetic task, Multi30k, or your TSV, CSV or two parallel
+    files: ``task``), read, split, tokenized (words or subwords) and batched by length; docs/text.md lists each
+    option."""
+
     def __init__(
         self,
         task: str = "reorder",

@@ -120,8 +120,9 @@ class EnsembleTranslator(Translator):
 
     def __init__(self, members: list[Translator], names: list[str] | None = None):
         self.ensemble = TranslationEnsemble(members, names)  # the checks first (names: as TranslationEnsemble's)
-        self.__dict__.update(members[0].__dict__)  # the first member's state, its own dict copied below
-        self.info = dict(members[0].info)
+        first = self.ensemble.members[0]  # as it read them: a generator given is read once ("not subscriptable")
+        self.__dict__.update(first.__dict__)  # the first member's state, its own dict copied below
+        self.info = dict(first.info)
 
     @property
     def members(self) -> list[Translator]:

@@ -116,6 +116,10 @@ class Encoder(nn.Module):
 
 
 class Seq2Seq(GenerateMixin, nn.Module):
+    """The RNN encoder-decoder (a bidirectional GRU or LSTM encoder; a decoder with Bahdanau, Luong or no attention,
+    :class:`Seq2SeqConfig`): ``forward`` scores target tokens by teacher forcing, ``generate`` (GenerateMixin)
+    searches greedily or by beam."""
+
     # encoder memory, its projection, its mask, the no-attention context: fixed per sentence, never reordered
     source_constant_state = ("keys", "mask", "context")
 

@@ -181,6 +181,11 @@ BATCH_BYTES = 2 << 30  # one batch's search's estimated peak (Translator._batche
 
 
 class Translator:
+    """A trained translator: a text model file's network, vocabularies and tokenizer, loaded with :meth:`load` (a
+    bundled model's name, ``transformer`` or ``bahdanau``, or a path). :meth:`translate` translates sentences as
+    ``translate`` does; each :class:`Translation` holds its text, tokens, score and attention over the source
+    (in Jupyter it draws itself). docs/python.md has the whole tour."""
+
     def __init__(
         self,
         net: torch.nn.Module,
