@@ -398,16 +398,18 @@ def use_encoder_of(captioner, src: str, other: str, source: str = "") -> None:
     captioner.info["encoder_from"] = f"{file_name(other)} (its encoder's weights and domain check)"
 
 
-def _no_check_note(captioner) -> str | None:
-    """The note for a model file with a fine-tuned encoder and no check of its training photos' features (a
-    fine-tuning run's checkpoints keep only the photos' pixel rules: the feature check costs a pass over every photo,
-    made once, for the model file fit writes); None otherwise."""
+def _no_check_note(captioner, what: str) -> str | None:
+    """The note for a model file exported from a checkpoint (``what``: read_any's) with a fine-tuned encoder and no
+    check of its training photos' features (a fine-tuning run's checkpoints keep only the photos' pixel rules: the
+    feature check costs a pass over every photo, made once, for the model file fit writes); None otherwise. Not of a
+    model file re-exported: it holds what its fit made (none where its photos were too few to set one), and the
+    note blamed checkpoints for a frozen run's file whose encoder a stage before had tuned."""
     check = captioner.domain_check or {}
-    if not captioner.fine_tuned or "prototypes" in check or "centre" in check:
+    if what != "checkpoint" or not captioner.fine_tuned or "prototypes" in check or "centre" in check:
         return None
     return ("its encoder was fine-tuned, and it holds no check of where its training photos' features lie (a "
-            "fine-tuning run makes one for the model file its fit writes, not for its checkpoints): caption cannot "
-            "tell photos unlike them")  # fmt: skip
+            "checkpoint keeps only the photos' pixel rules; the model file its fit writes holds one where its photos "
+            "are enough to set it): caption cannot tell photos unlike them")  # fmt: skip
 
 
 def export_model(
@@ -527,7 +529,7 @@ def export_main(argv: list[str] | None = None) -> int:
             raise ModelFileError(f"--encoder-from-package: {src}: {one_line(err)}") from None
         # --encoder-of: another model's encoder, not the one the source left out
         kept = storage(half, encoder_from_package or encoder_of is not None, dst, bool(average))
-        for note in [*kept, _no_check_note(captioner)]:
+        for note in [*kept, _no_check_note(captioner, what)]:
             if note:
                 print(f"caption-export: note: {note}", file=sys.stderr)
         return wrote_line(out, what, src, sum(p.numel() for p in captioner.model.parameters()), half)

@@ -225,3 +225,17 @@ def test_a_weight_that_does_not_fit_is_said_whole(run, tmp_path):
     shape = list(torch.load(run[0] / "run/model.pt", weights_only=True)["state_dict"][name].shape)
     assert said.endswith(f"the shape in current model is torch.Size({shape}).)"), said
     assert "Error(s) in loading" not in said and "..." not in said
+
+
+def test_the_no_feature_check_note_is_of_checkpoints_alone():
+    """A model file re-exported holds what its fit made: the note blamed checkpoints for a frozen run's file (its
+    photos too few for a feature check) whose encoder a stage before had fine-tuned."""
+    from types import SimpleNamespace
+
+    from captioning.commands.export import _no_check_note
+
+    tuned = SimpleNamespace(fine_tuned="last", domain_check={"photos": True})
+    assert _no_check_note(tuned, "model file") is None
+    assert "a checkpoint keeps only the photos' pixel rules" in _no_check_note(tuned, "checkpoint")
+    assert _no_check_note(SimpleNamespace(fine_tuned=None, domain_check={}), "checkpoint") is None
+    assert _no_check_note(SimpleNamespace(fine_tuned="last", domain_check={"prototypes": 1}), "checkpoint") is None
