@@ -55,8 +55,9 @@ def translate_parser() -> argparse.ArgumentParser:
         "--max-len",
         type=int,
         default=None,
-        help="longest output in tokens, its end not counted (default: 2 x (source tokens + 1) + 10, the end counted; "
-        "for a source longer than any the model learned from, at most 2 x its longest training target + 10)",
+        help="longest output in tokens of each sentence (a line of several: each sentence's), its end not counted "
+        "(default: 2 x (source tokens + 1) + 10, the end counted; for a source longer than any the model learned "
+        "from, at most 2 x its longest training target + 10)",
     )
     p.add_argument(
         "--plot",
