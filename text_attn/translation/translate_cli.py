@@ -310,6 +310,7 @@ def _translate_stream(
         progress["read"] = seen  # for the pictures still waiting after a Ctrl-C (PlotWriter.finish)
         errors.clear()
         progress["blank"] = progress.get("blank", 0) + sum(not kept for kept in blank.values())
+        progress["marks"] = progress.get("marks", 0) + sum(bool(kept) for kept in blank.values())
         blank.clear()
         unseen.clear()
         read = min(taken, size) if counted else _bytes_read(size)
@@ -754,6 +755,8 @@ def _close_page(report, args: argparse.Namespace, progress: dict[str, Any], stop
     lost = f", {progress['failed']} failed" if progress.get("failed") else ""
     if blanks := progress.get("blank"):  # no section of their own: the page's count is of the others
         lost += f", {blanks} blank line{'s' if blanks > 1 else ''} left out"
+    if marks := progress.get("marks"):  # "---", "* * *": written as typed, no section either (uncounted, unsaid)
+        lost += f", {marks} input{'s' if marks > 1 else ''} of marks alone written as typed"
     why = "the run was interrupted" if stopped == "interrupted" else "the run stopped on an error"
     done = progress.get("done", 0)
     partial = f"{why} after {done} input(s); the inputs after them are not here" if stopped else None
