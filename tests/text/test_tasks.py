@@ -285,7 +285,8 @@ def test_read_tsv_errors(tmp_path):
         read_tsv_pairs(tmp_path)
     bad_utf8 = tmp_path / "latin1.tsv"
     bad_utf8.write_bytes("a\tb\nd\u00e9j\u00e0\tc\n".encode("latin-1"))
-    with pytest.raises(TaskError, match=r"latin1\.tsv:2: not valid UTF-8"):
+    hint = r"; saved as Latin-1 or Windows-1252\? convert it: iconv -f CP1252 -t UTF-8 .*latin1\.tsv\)"
+    with pytest.raises(TaskError, match=r"latin1\.tsv:2: not valid UTF-8 \(.*" + hint):
         read_tsv_pairs(bad_utf8)
     empty_side = tmp_path / "empty.tsv"
     empty_side.write_text("hello\tbonjour\n...\t\n", encoding="utf-8")
