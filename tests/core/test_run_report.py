@@ -127,6 +127,31 @@ def test_a_resumed_fit_that_logged_only_a_validation_is_drawn_with_the_fit_it_co
     assert [s for s, _ in chained_metrics([first, resumed])["val_bleu"]] == [10, 20, 24]
 
 
+def test_a_validation_only_segment_in_the_middle_of_a_chain_is_drawn(tmp_path):
+    """Stopped at step 26, resumed for a few steps (a validation at 38, no training log: under log_every_n_steps),
+    resumed again to the end: the third version's chain passed over the second, and began at it: its validation,
+    and the run's first 26 steps, left out of the report."""
+    root = tmp_path / "lightning_logs"
+    versions = [root / f"version_{k}" for k in range(3)]
+    for folder, start in zip(versions, ("null", "last", "last"), strict=True):
+        folder.mkdir(parents=True)
+        (folder / "config.yaml").write_text(f"trainer:\n  log_every_n_steps: 10\nckpt_path: {start}\n")
+    (versions[0] / "metrics.csv").write_text("epoch,step,train_loss,val_bleu\n0,9,3.0,\n0,19,2.5,\n")
+    (versions[1] / "metrics.csv").write_text("epoch,step,train_loss,val_bleu\n1,37,,0.2\n")
+    (versions[2] / "metrics.csv").write_text("epoch,step,train_loss,val_bleu\n2,49,1.5,\n2,75,,0.4\n")
+    assert resumed_chain(versions[2]) == versions
+    assert [s for s, _ in chained_metrics(versions)["val_bleu"]] == [38, 76]
+    tested = root / "version_3"  # a test run's version (its config has validate's and test's own option) is no fit
+    tested.mkdir()
+    (tested / "config.yaml").write_text("verbose: true\nckpt_path: last\n")
+    (tested / "metrics.csv").write_text("epoch,step,test_bleu\n2,75,0.4\n")
+    later = root / "version_4"
+    later.mkdir()
+    (later / "config.yaml").write_text("trainer:\n  log_every_n_steps: 10\nckpt_path: last\n")
+    (later / "metrics.csv").write_text("epoch,step,train_loss,val_bleu\n3,79,1.2,\n")
+    assert resumed_chain(later)[-2:] == [versions[2], later]
+
+
 def test_a_resumed_fit_whose_config_names_its_checkpoint_skips_an_unrelated_fit_between(tmp_path):
     first = write_run(tmp_path, 0, steps=60)
     write_run(tmp_path, 1, steps=100)  # a fresh fit of its own, long enough to look like the start

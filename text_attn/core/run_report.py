@@ -241,6 +241,9 @@ def _resumed_from(version: Path) -> Path | None:
     for p in earlier:
         series = read_metrics(p)
         theirs = _train_steps(series)
+        if not theirs and not _evaluation(_config(p)):  # a resumed fit shorter than its logging interval: its
+            # validations alone (it was passed over, and the chain, with its validations, ended at the next one)
+            theirs = sorted(step for points in series.values() for step, _ in points)
         if theirs:  # not a validate / test run's version
             # one training log has no interval to read: the config's (a short run's single log gave 1, and its
             # resumed version, logging from a step 20 later, was drawn alone)
