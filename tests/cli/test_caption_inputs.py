@@ -141,7 +141,8 @@ def test_resume_with_another_model_or_decoding_is_refused_and_changes_nothing(mo
     assert err.startswith(f"caption: error: cannot use --jsonl {out}: {out}.run.json is not a run record (")
     Path(f"{out}.run.json").write_text('{"options": ["--beam-size"]}')
     err = _refused(capsys, folder, "--model", model_file, *FAST, "--jsonl", out, "--resume")
-    assert err == f"caption: error: cannot use --jsonl {out}: {out}.run.json is not a run record"
+    assert err == f"caption: error: cannot use --jsonl {out}: {out}.run.json is not a run record: remove it to " \
+        "--resume without comparing this run's options with that run's"  # fmt: skip
     Path(f"{out}.run.json").unlink()
     assert caption_main([str(folder), "--model", str(model_file), *FAST, "--jsonl", str(out), "--resume"]) == 0
     assert json.loads(Path(f"{out}.run.json").read_text())["options"]["--max-len"] == 3

@@ -32,3 +32,14 @@ def test_an_option_not_given_either_way_is_no_difference():
     assert differences(old, _record(**{"--beam-size": 5, "--evidence": True})) == [
         "--evidence not given (this run: given)"
     ]
+
+
+def test_options_beside_another_model_file_are_said_to_be_its_own_decoding_where_none_was_given():
+    """``--resume --model other.pt`` listed "--beam-size 5 (this run: 3)" no one typed: the two files' defaults."""
+    old = _record(**{"--beam-size": 5})
+    new = {"model": "o.pt", "model_sha256": "cd", "options": {"--beam-size": 3}}
+    assert differences(old, new) == [
+        "another model file (m.pt; this run: o.pt; each decodes as its file records where no option is given)",
+        "--beam-size 5 (this run: 3)",
+    ]
+    assert differences(old, {**new, "options": {"--beam-size": 5}}) == ["another model file (m.pt; this run: o.pt)"]

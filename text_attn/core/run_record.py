@@ -29,12 +29,14 @@ def read_record(path: Path) -> dict[str, Any] | None:
     OSError where it cannot be read."""
     if not path.is_file():
         return None
+    # what to do, as the other refusals say it (the line said only what was wrong)
+    fix = "remove it to --resume without comparing this run's options with that run's"
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:  # UnicodeDecodeError is a ValueError too
-        raise ValueError(f"{path} is not a run record ({err})") from None
+        raise ValueError(f"{path} is not a run record ({err}): {fix}") from None
     if not (isinstance(old, dict) and isinstance(old.get("options", {}), dict)):  # edited by hand: not ours
-        raise ValueError(f"{path} is not a run record")
+        raise ValueError(f"{path} is not a run record: {fix}")
     return old
 
 
@@ -60,6 +62,8 @@ def differences(
             said.append(f"{worded[flag](was.get(flag))} (this run: {worded[flag](now.get(flag))})")
         else:
             said.append(f"{flag} {shown(was.get(flag))} (this run: {shown(now.get(flag))})")
+    if len(said) > 1 and said[0].startswith("another model file"):  # "--beam-size 5 (this run: 3)" no one typed:
+        said[0] = said[0][:-1] + "; each decodes as its file records where no option is given)"  # their defaults
     return said
 
 
