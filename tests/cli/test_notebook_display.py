@@ -97,6 +97,8 @@ def test_text_in_the_view_is_escaped_and_a_caption_without_its_photo_has_no_view
     assert "a&lt;b&gt;.png" in page and '<p class="note">it&#x27;s &lt;odd&gt;</p>' in page
     bare = Caption(["a"], torch.ones(1, 4) / 4, -1.0, False)  # made by caption_features: no photo
     assert bare._repr_html_() is None and bare._repr_png_() is None
+    # a slice, and two lists joined, stay one page (a joined one was a plain list: no view)
+    assert type(captions[:1]) is type(captions + captions) is Captions and len(captions + captions) == 4
 
 
 def test_n_best_results_list_the_beams_others_in_their_view(bundled, translations):

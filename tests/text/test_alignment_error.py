@@ -37,6 +37,8 @@ def test_aer_precision_and_recall_by_hand():
     assert alignment_error([set(), set()], sure, possible) == {"aer": 1.0, "precision": 0.0, "recall": 0.0}
     with pytest.raises(ValueError, match="1 predicted, 2 sure"):
         alignment_error(predicted[:1], sure, possible)
+    with pytest.raises(ValueError, match="no links to score"):  # it was AER 0.0, "perfect", of nothing
+        alignment_error([set()], [set()], [{(0, 0)}])
 
 
 def test_gold_files_read_sure_and_possible_links(tmp_path):

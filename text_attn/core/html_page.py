@@ -272,7 +272,7 @@ class HtmlPage:
 
 class PageList(list):
     """Results that Jupyter shows as one page: a list whose ``_repr_html_`` is its family's display of all its items
-    (``_page``, given by the subclass); a slice stays one (``results[:3]`` shows as a page too)."""
+    (``_page``, given by the subclass); a slice stays one (``results[:3]`` shows as a page too), as do two joined."""
 
     def _page(self, items: list) -> str | None:
         raise NotImplementedError
@@ -283,6 +283,10 @@ class PageList(list):
     def __getitem__(self, index):
         got = super().__getitem__(index)
         return type(self)(got) if isinstance(index, slice) else got
+
+    def __add__(self, other):  # two results' lists joined stay one page (list's + gave a plain list)
+        joined = super().__add__(other)
+        return type(self)(joined) if isinstance(other, list) else joined
 
 
 def notebook_view(

@@ -478,8 +478,10 @@ def alignment_error(
         a, s = a + len(links), s + len(gold_sure)
         a_s += len(links & gold_sure)
         a_p += len(links & (gold_possible | gold_sure))
+    if a + s == 0:  # AER 0.0, "perfect", beside precision and recall 0.0 of nothing scored
+        raise ValueError("alignment_error: no links to score (none predicted and no sure gold link)")
     return {
-        "aer": 1.0 - (a_s + a_p) / (a + s) if a + s else 0.0,
+        "aer": 1.0 - (a_s + a_p) / (a + s),
         "precision": a_p / a if a else 0.0,
         "recall": a_s / s if s else 0.0,
     }
