@@ -360,9 +360,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         long = [i for i, e in enumerate(train) if max(len(e.src), len(e.tgt)) > cap]
         if not long:
             return splits
-        e = train[long[0]]
-        start, size = inert(repr((e.src_text or "")[:40])), max(len(e.src), len(e.tgt))
-        if self.hparams.alignments:
+        if self.hparams.alignments:  # the train split in the links file's order: the first is the file's
+            e = train[long[0]]
+            start, size = inert(repr((e.src_text or "")[:40])), max(len(e.src), len(e.tgt))
             raise ValueError(
                 f"train pair {long[0] + 1} (its source starting {start}) has {size} tokens on a side, "
                 f"more than data.max_tokens={cap}: raise it, or remove the pair and its links"
@@ -372,8 +372,11 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
             shortest = min(max(len(x.src), len(x.tgt)) for x in train)
             raise ValueError(f"no training pair left: all {len(train):,} have more than data.max_tokens={cap} tokens "
                              f"on a side (the shortest: {shortest:,}): raise data.max_tokens")  # fmt: skip
+        # named: the longest (the first of the shuffled train split was "the first", not the file's first)
+        e = max((train[i] for i in long), key=lambda x: max(len(x.src), len(x.tgt)))
+        start, size = inert(repr((e.src_text or "")[:40])), max(len(e.src), len(e.tgt))
         say(f"text data: left out {len(long)} training pair(s) with more than data.max_tokens={cap} tokens on a "
-            f"side (the first: {size:,} tokens, its source starting {start}: a paragraph, or lines joined by a "
+            f"side (the longest: {size:,} tokens, its source starting {start}: a paragraph, or lines joined by a "
             "missing line break?)")  # fmt: skip
         gone = set(long)
         return {**splits, "train": [e for i, e in enumerate(train) if i not in gone]}
