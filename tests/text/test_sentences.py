@@ -41,12 +41,13 @@ LINE = f"{FIRST} {SECOND}"
         ("See https://example.com/a. Next one.", ["See https://example.com/a.", "Next one."]),
         ("Ein Hund kostet 1.000. Eine Katze.", ["Ein Hund kostet 1.000.", "Eine Katze."]),
         ("Am 3.10.2024. Ein Fest.", ["Am 3.10.2024.", "Ein Fest."]),
-        # a number's period ends a sentence where no ordinal's word comes before it nor a month after it (every "N."
-        # was an ordinal: the next sentence was merged in and mostly lost)
+        # a number's period ends a sentence after a word that takes a count, or as a year's (every "N." was an
+        # ordinal: the next sentence was merged in and mostly lost); an inline list's number stays with its item
         ("Er trägt die Nummer 7. Eine Frau sitzt.", ["Er trägt die Nummer 7.", "Eine Frau sitzt."]),
         ("Das war 2024. Im Jahr 2025 kam er.", ["Das war 2024.", "Im Jahr 2025 kam er."]),
         ("Zum 100. Mal. Dann ging er.", ["Zum 100. Mal.", "Dann ging er."]),
         ("Er las S. 5 und Abb. 3. Dann ging er.", ["Er las S. 5 und Abb. 3.", "Dann ging er."]),
+        ("1. Ein Mann läuft. 2. Eine Frau sitzt.", ["1. Ein Mann läuft.", "2. Eine Frau sitzt."]),
         # a line break ends a sentence; other characters str.splitlines breaks at do not (a vertical tab: Word's
         # manual line break)
         ("Ein Mann läuft über die\x0bStraße. Eine Frau.", ["Ein Mann läuft über die\x0bStraße.", "Eine Frau."]),
@@ -69,6 +70,10 @@ LINE = f"{FIRST} {SECOND}"
         ("Es war der 5. Dezember.", None),
         ("Sie kam am 1. Juni zurück.", None),
         ("Sie kam 1. Juni zurück.", None),  # a month after it
+        ("Am 1. und 2. Tag regnete es.", None),  # ordinals wherever no count's word comes before
+        ("Er wurde 2. Sieger.", None),
+        ("Er kam als 3. Läufer ins Ziel.", None),
+        ("Der 1000. Besucher kam.", None),
     ],
 )
 def test_a_line_is_cut_where_its_sentences_end_and_nowhere_else(line, sentences):

@@ -60,13 +60,19 @@ _MARKUP = [
     (re.compile(r"\[([^\]\n]+)\]\((?:[a-z][a-z0-9+.-]*:|www\.|/|#)[^)\s]*\)"), r"\1"),  # a link: its text
 ]
 # lowercase, without their final period: a period after them is the abbreviation's, not a sentence end
-# a number with a period is an ordinal ("am 3. Mai", "der 2. Platz", "zum 100. Mal") only after one of these words or
-# before a month; elsewhere its period may end a sentence ("trägt die Nummer 7. Eine Frau ...", "Das war 2024. Im Jahr
-# ...": every "N." was an ordinal, and the next sentence was merged into this one and mostly lost)
-ORDINAL_BEFORE = frozenset(
+# a number with a period is an ordinal or a list's number ("am 3. Mai", "der 2. Platz", "Er wurde 2. Sieger.", "1. Ein
+# Mann läuft. 2. Eine Frau ...") unless a word that takes a count comes before it ("Nummer 7. Eine Frau ...", "Abb. 3.
+# Dann ...") or it is a year ("Das war 2024. Im Jahr ..."): there its period may end a sentence (every "N." was an
+# ordinal, and the next sentence was merged into this one and mostly lost)
+CARDINAL_BEFORE = frozenset(
+    "nummer nr no haus hausnummer zimmer raum seite s kapitel kap abb abbildung tabelle tab gleis linie bus tor "
+    "punkt punkte grad prozent euro dollar uhr jahr jahre jahren größe platz number page chapter room"
+    .split()
+)  # fmt: skip
+ORDINAL_BEFORE = frozenset(  # before a year-like number: an ordinal all the same ("der 1000. Besucher")
     "am vom zum im bis ab seit den der die das dem des zur beim ein eine einem einen einer eines jeden jedem jeder "
     "jede mein meine meinem meinen sein seine seinem seinen ihr ihre ihrem ihren unser unsere unserem unseren dieser "
-    "diese diesem diesen vor nach zu"
+    "diese diesem diesen"
     .split()
 )  # fmt: skip
 MONTHS = frozenset(
@@ -224,8 +230,14 @@ def _abbreviation(before: str, after: str = "") -> bool:
     if word.isdigit():
         earlier = next((w for w in reversed(words[:-1]) if w), None)
         month = re.match(r"\w+", after)
-        return (earlier is None or earlier.lower().rstrip(",:;") in ORDINAL_BEFORE
-                or month is not None and month.group().lower() in MONTHS)  # fmt: skip
+        if earlier is None or month is not None and month.group().lower() in MONTHS:
+            return True  # a list's number at the text's start; a date
+        core = earlier.lower().strip(",:;.")
+        if core in CARDINAL_BEFORE:
+            return False  # a count: "Nummer 7.", "Abb. 3."
+        if earlier[-1] in ".!?…":
+            return True  # an inline list's number after a sentence's end: "... läuft. 2. Eine Frau ..."
+        return not (len(word) == 4 and core not in ORDINAL_BEFORE)  # a year ends one; else an ordinal, as before
     if len(word) == 1 and word.isalpha():
         return True
     # German streets' compounds: "Hauptstr. 5", "Bahnhofstr. 12"

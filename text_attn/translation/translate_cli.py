@@ -63,7 +63,7 @@ from text_attn.translation.bundled import (  # noqa: F401 - names others import
     caption_model_named,
     model_path,
 )
-from text_attn.translation.paragraphs import goes_on, paragraphs
+from text_attn.translation.paragraphs import breaks_off, goes_on, paragraphs
 from text_attn.translation.reading_cli import (
     check_given,
     closing_notes,
@@ -335,6 +335,8 @@ def _translate_stream(
             if above is not None and goes_on(above, line):
                 wrapped.append(n - 1)
             above = line
+        elif args.sentences and not args.paragraphs and breaks_off(line):  # an argument wrapped over lines ("$(cat
+            wrapped.append(n)  # a.txt)"): its line breaks end sentences too, unsaid ("... water. A street.")
         if records is not None:
             typed_lines[n] = line
         # a file's blank line (between paragraphs; a zero-width space or a byte-order mark alone): nothing to translate
