@@ -1,6 +1,6 @@
 """A connection's request headers must arrive within ``--read-timeout`` seconds, as its body must (front.read_body).
 
-uvicorn (0.3x) has no such limit: a client that connected and sent nothing, or part of its headers a byte at a time,
+uvicorn (0.55) has no such limit: a client that connected and sent nothing, or part of its headers a byte at a time,
 held its connection and a file descriptor for ever (an audit held them for hours), so a few hundred idle sockets
 could use up the server's descriptors. The body's limit (front.py) cannot see them: the app is only called once the
 headers are complete. So the HTTP process's protocol (uvicorn's own, httptools' or h11's) is given a deadline from
@@ -54,7 +54,11 @@ def protocol(timeout: float, http: str = "auto") -> type[asyncio.Protocol]:
 
         def data_received(self, data: bytes) -> None:
             if self._deadline is not None:
-                self._sent = self._sent or bool(data)
+                if self._body_arriving():  # the answered request's body, still coming (a 401 before the upload's
+                    self._disarm()  # end): not the next headers; the deadline runs again from this chunk
+                    self._deadline = self.loop.call_later(timeout, self._late)
+                else:
+                    self._sent = self._sent or bool(data)
             super().data_received(data)
             if self._deadline is not None and getattr(self, "cycle", None) is not self._seen:
                 self._disarm()  # the headers are complete: the body's own limit takes over (front.read_body)
@@ -69,11 +73,20 @@ def protocol(timeout: float, http: str = "auto") -> type[asyncio.Protocol]:
             self._disarm()
             super().connection_lost(exc)
 
+        def _body_arriving(self) -> bool:
+            """Whether the request last answered is still sending its body (it was answered before reading it all:
+            a refusal); its bytes were counted as the next request's headers, and a 408 cut the upload off."""
+            cycle = getattr(self, "cycle", None)
+            return cycle is not None and cycle is self._seen and bool(getattr(cycle, "more_body", False))
+
         def _late(self) -> None:
             self._deadline = None
             cycle = getattr(self, "cycle", None)
             if self.transport.is_closing() or (cycle is not None and not cycle.response_complete):
                 return  # a request is being answered (a pipelined one started after the last answer)
+            if self._body_arriving():  # an answered request's body that stopped coming: nothing to answer
+                self.transport.close()
+                return
             if self._sent:
                 client = (self.client or ("a client",))[0]
                 log(f"408 from {client}: the request's headers did not arrive within {timeout:g} s (--read-timeout)")

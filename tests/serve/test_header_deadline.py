@@ -22,6 +22,10 @@ TIMEOUT = 0.4  # seconds; h11 (uvicorn's other parser, where httptools is missin
 async def app(scope, receive, send) -> None:  # answers after ?sleep=S seconds
     if scope["type"] != "http":
         return
+    if scope["path"] == "/refuse":  # answered before its body is read, as the front refuses a missing API key
+        await send({"type": "http.response.start", "status": 401, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"no"})
+        return
     sleep = float(scope["query_string"].decode().partition("=")[2] or 0)
     await asyncio.sleep(sleep)
     body = json.dumps({"path": scope["path"]}).encode()
@@ -112,3 +116,21 @@ def test_pipelined_requests_are_all_answered_past_the_deadline(port):
         )
         reply = _read_all(s)
     assert reply.count(b"HTTP/1.1 200") == 2 and b"/one" in reply and b"/two" in reply, reply
+
+
+def test_a_refused_requests_body_still_arriving_is_not_taken_for_the_next_headers(port, capsys):
+    """Answered before its body was read (a 401 for a missing key, a 503 busy), an upload slower than the deadline was
+    cut off with a 408 for "headers" that were its own body; the client's write failed and it never read the 401."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n")
+        for _ in range(6):  # 3000 bytes over 6 x 0.15 s = 0.9 s: longer than the deadline, never idle as long
+            time.sleep(0.15)
+            s.sendall(b"x" * 500)
+        s.settimeout(10)
+        reply = s.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 401") and b"408" not in reply
+    with socket.create_connection(("127.0.0.1", port)) as s:  # its body stopped coming: closed, no 408
+        s.sendall(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\nxx")
+        reply = _read_all(s)
+        assert reply.startswith(b"HTTP/1.1 401") and b"408" not in reply
+    assert "408" not in capsys.readouterr().err
