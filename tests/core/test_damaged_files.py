@@ -56,3 +56,25 @@ def test_a_file_that_is_no_zip_is_left_to_torch_to_name(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("not a model\n")
     assert damaged(text) is None and damaged(tmp_path / "missing.pt") is None
+
+
+def test_a_damaged_pickle_is_said_damaged_not_another_kind_of_file(files):
+    """A byte changed in the file's pickle (data.pkl) makes torch fail: it was "not a model file" (and "cut off by a
+    copy or a full disk?" of a file whole in size)."""
+    import zipfile
+
+    model, ckpt, folder = files
+    for path, out in ((model, folder / "pkl.pt"), (ckpt, folder / "pkl.ckpt")):
+        with zipfile.ZipFile(path) as archive:
+            info = next(i for i in archive.infolist() if i.filename.endswith("data.pkl"))
+        data = bytearray(path.read_bytes())
+        at = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + info.file_size // 2
+        data[at] ^= 0x55
+        out.write_bytes(bytes(data))
+    says = r"damaged: its part '.*data.pkl' does not match its checksum"
+    with pytest.raises(ModelFileError, match=says):
+        load_model_file(folder / "pkl.pt", "test")
+    with pytest.raises(ModelFileError, match=says):
+        read_export_source(folder / "pkl.ckpt")
+    with pytest.raises(CheckpointRefused, match=says):
+        AtomicCheckpointIO().load_checkpoint(folder / "pkl.ckpt")

@@ -55,9 +55,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             raise CheckpointRefused(remote_message(path))
         try:
             loaded = torch.load(path, map_location=map_location or "cpu", weights_only=True)
-        except pickle.UnpicklingError as err:
-            if not holds_code(err, path):  # not a checkpoint at all: Lightning's caller says so with the path
-                raise
+        except Exception as err:
+            if problem := damaged(path):  # a flipped byte in its pickle: said as damaged, not as not a checkpoint
+                raise CheckpointRefused(f"{path}: {problem}") from None
+            if not isinstance(err, pickle.UnpicklingError) or not holds_code(err, path):  # not a checkpoint at all:
+                raise  # Lightning's caller says so with the path
             raise CheckpointRefused(f"{path}: {CODE_REFUSED}") from None
         if problem := damaged(path):  # resumed from silently (run_checkpoints.damaged)
             raise CheckpointRefused(f"{path}: {problem}")

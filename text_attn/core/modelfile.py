@@ -115,6 +115,8 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
                 pass
             else:
                 raise ValueError(f"{path}: cannot load onto {map_location!r}: {one_line(exc)}") from None
+        if problem := damaged(path):  # a flipped byte in its pickle: torch fails ("not a model file" misled)
+            raise ModelFileError(f"{path}: {problem}") from None
         if holds_code(exc, path):  # pickled objects or code, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{path}: {CODE_REFUSED}") from None
         raise ModelFileError(f"{path}: not a model file: {torch_unreadable(path)}") from None  # the exception's
@@ -239,6 +241,8 @@ def read_export_source(src: str | Path) -> Any:
     except OSError as exc:  # there, but unreadable (no permission): its reason, not a verdict on its content
         raise ModelFileError(cannot_read(src, exc)) from None
     except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer, with what it is
+        if problem := damaged(path):  # a flipped byte in its pickle: "cut off by a copy or a full disk?" misled
+            raise ModelFileError(f"{src}: {problem}") from None
         if holds_code(err, path):  # code in the file, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
         # the hint for a file that starts as torch's (its zip, a pickle) and breaks off, not for a text file

@@ -107,7 +107,7 @@ def split_sentences(line: str) -> list[str]:
 
 
 def _lines_sentences(text: str) -> list[list[str]]:
-    """Each line's sentences of ``text`` stripped ([] for a blank line; [] for a blank text)."""
+    """Each line's sentences of ``text`` stripped ([] for a blank line, so ``[[]]`` for a blank text)."""
     text = text.strip()
     # typed without capitals: nothing tells a sentence's start but the letter after an end ("Ein Mann ... "got
     # rocks?" is flipping" has one capital, its first, and no sentence starts after the "?")
