@@ -884,8 +884,8 @@ class Translator:
         learned positions: lower, :meth:`default_steps`), at most ``longest`` where given (a server's ceiling). A
         source or max_len beyond a model's learned positions is a ValueError (:meth:`length_error`).
         No sentences: no translations. ``keys`` (an option; per sentence an integer): with a seeded sampling, its
-        draws' key (default: its number in ``toks``, from 1, as ``translate`` numbers its inputs), so that it draws the same whichever sentences share its
-        batch."""
+        draws' key (default: its number in ``toks``, from 1, as ``translate`` numbers its inputs), so that it draws
+        the same whichever sentences share its batch."""
         toks = _token_lists(toks, "translate_tokens")
         # translate's checks (check_decoding), here for this lower level called directly: beam 0 or -1 searched
         # greedily unsaid, a beam of 10**6 was taken as given
