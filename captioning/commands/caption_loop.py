@@ -194,7 +194,7 @@ def _caption_paths(captioner, args: argparse.Namespace, paths: list[str], empty:
         if args.json and not args.jsonl:  # the records of the images captioned are not lost with the run
             emit("caption", json.dumps(records))
         where = f" in {args.jsonl}: --resume continues after them" if args.jsonl else ""
-        fail("caption", f"{stopped}; stopped after {finished} image(s){where}")
+        fail("caption", f"{stopped}; stopped after {finished + len(done)} image(s){where}")  # FILE's, not this run's
     if interrupted:
         if args.json and not args.jsonl:  # --json prints its records at the end: those captioned are not lost either
             emit("caption", json.dumps(records))

@@ -140,6 +140,15 @@ def test_a_stdout_gone_is_named_and_the_page_and_alignments_are_finished(model_f
     assert page.read_text(encoding="utf-8").count('<section class="item') == 2  # the page, closed with the two
     assert page.read_text(encoding="utf-8").rstrip().endswith("</html>")
     assert len(links.read_text(encoding="utf-8").splitlines()) == 2
+    # a --resume of a --jsonl FILE holding 4 whose stdout goes: the line counts what FILE holds (it said this run's)
+    jsonl = tmp_path / "r.jsonl"
+    data = ("\n".join(LINES) + "\n").encode()
+    monkeypatch.setattr("sys.stdout", io.StringIO())
+    assert _run(model_file, capsys, monkeypatch, data, "--jsonl", jsonl)[0] == 0
+    monkeypatch.setattr("sys.stdout", _ReaderGone())
+    code, _, err = _run(model_file, capsys, monkeypatch, data * 2, "--batch-size", "2", "--jsonl", jsonl, "--resume")
+    assert code == 2 and len(jsonl.read_text(encoding="utf-8").splitlines()) == 6
+    assert err.splitlines()[-1].endswith("(stopped after 6 input(s); --resume continues after them)"), err
 
 
 class _DiskFull(io.StringIO):

@@ -127,6 +127,10 @@ def test_a_resume_mid_epoch_with_another_seed_is_refused():
         fresh.load_state_dict(state)
         assert fresh.take_resume_skip()[1] == 0
     Data(16, "test", seed=5).load_state_dict(saved)  # no train loader
+    overfit = Data(16, seed=5)
+    overfit.trainer.overfit_batches = 2  # the samples read in order: no seed orders them (review: it was refused)
+    overfit.load_state_dict(saved)
+    assert overfit.take_resume_skip() == (1, 3)
     older = Data(16, seed=5)
     older.load_state_dict({k: v for k, v in saved.items() if k != "seed"})  # before it was recorded: as it was
     assert older.take_resume_skip() == (1, 3)

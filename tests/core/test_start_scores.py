@@ -51,19 +51,30 @@ def test_the_start_scores_go_with_a_checkpoint_and_come_back_on_resume(tmp_path)
 
 def test_a_start_score_is_kept_on_a_resume_only_where_the_val_items_are_the_checkpoints():
     """A resume whose val split changed (another data.seed, a grown folder) compared the start's score on the old val
-    items with its best on the new ones, and that comparison chose the weights written (training.load_run_state)."""
+    items with its best on the new ones, and that comparison chose the weights written (training.load_run_state).
+    Another data.test_size alone keeps the val items (review: the digest of val and test together dropped the
+    start's scores with a false note)."""
+    from text_attn.core.batching import ResumableBatches
     from text_attn.core.training import _same_held_out
 
-    class Held:
-        def __init__(self, digest):
-            self.digest = digest
+    class Held(ResumableBatches):
+        def __init__(self, val, test):
+            self.splits, self.names = {"val": 1}, [*(f"val:{v}" for v in val), *(f"test:{t}" for t in test)]
 
-        def _held_out_digest(self):
-            return self.digest
+        def held_out(self):
+            return self.names
 
-    trainer, key = SimpleNamespace(datamodule=Held("abc")), Held.__qualname__  # Lightning's key for its state
-    assert _same_held_out(trainer, {key: {"held_out": "abc"}})
-    assert not _same_held_out(trainer, {key: {"held_out": "xyz"}})
-    assert _same_held_out(trainer, {key: {}}) and _same_held_out(trainer, {})  # a checkpoint of before
-    assert _same_held_out(SimpleNamespace(datamodule=Held(None)), {key: {"held_out": "xyz"}})  # cannot say
-    assert _same_held_out(SimpleNamespace(), {key: {"held_out": "xyz"}})  # no data module
+    def state(data):
+        return {"held_out": data._held_out_digest(), "val_items": data._held_out_digest("val")}
+
+    key = Held.__qualname__  # Lightning's key for a data module's state
+    saved = {key: state(Held(["a", "b"], ["c"]))}
+    assert _same_held_out(SimpleNamespace(datamodule=Held(["a", "b"], ["c"])), saved)
+    assert _same_held_out(SimpleNamespace(datamodule=Held(["a", "b"], ["c", "d"])), saved)  # another test_size
+    assert not _same_held_out(SimpleNamespace(datamodule=Held(["a", "x"], ["c"])), saved)  # other val items
+    before = {key: {"held_out": saved[key]["held_out"]}}  # a checkpoint of before: val and test together
+    assert _same_held_out(SimpleNamespace(datamodule=Held(["a", "b"], ["c"])), before)
+    assert not _same_held_out(SimpleNamespace(datamodule=Held(["a", "b"], ["c", "d"])), before)
+    trainer = SimpleNamespace(datamodule=Held(["a"], []))
+    assert _same_held_out(trainer, {key: {}}) and _same_held_out(trainer, {})  # nothing recorded
+    assert _same_held_out(SimpleNamespace(), saved)  # no data module

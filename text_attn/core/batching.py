@@ -170,8 +170,11 @@ class ResumableBatches:
             self._train_layout = train_layout(self.hparams.root)
         return self._train_layout
 
-    def _held_out_digest(self) -> str | None:
+    def _held_out_digest(self, only: str | None = None) -> str | None:
+        """A digest of :meth:`held_out`'s names (``only="val"``: the val items' alone, each named ``val:...``)."""
         names = self.held_out() if getattr(self, "splits", None) else None
+        if names is not None and only is not None:
+            names = [n for n in names if n.startswith(f"{only}:")]
         return None if names is None else hashlib.sha256("\n".join(names).encode("utf-8", "replace")).hexdigest()[:16]
 
     def state_dict(self) -> dict[str, Any]:
@@ -197,6 +200,7 @@ class ResumableBatches:
             state["epoch_batches"] = int(total)
         if (held := self._held_out_digest()) is not None:
             state["held_out"] = held
+            state["val_items"] = self._held_out_digest("val")  # what the start's scores were of (training.py)
         if (order := self.train_order()) is not None:
             state["train_order"] = order
         return state
@@ -256,7 +260,8 @@ class ResumableBatches:
             # mid-epoch: the resumed run trained the rest of that epoch's batches, not the next epoch's.)
             epoch, done = epoch + 1, 0
         seed, seeded = getattr(self.hparams, "seed", None), state.get("seed")
-        if done and fitting and seeded is not None and isinstance(seed, int) and int(seeded) != seed:
+        shuffled = not overfits(trainer)  # overfit_batches reads the samples in order: no seed orders them
+        if done and fitting and shuffled and seeded is not None and isinstance(seed, int) and int(seeded) != seed:
             # another order of the same epoch's batches: the skip left out some samples and trained others twice
             # (an audit: 79 of 300 pairs untrained and 75 twice, unsaid); a new epoch is shuffled afresh: fine
             raise ValueError(f"data.seed {seed}: the checkpoint trained {done} batches of epoch {epoch} in data.seed "

@@ -90,15 +90,16 @@ def save_random_state(checkpoint: dict[str, Any]) -> None:
 
 
 def _same_held_out(trainer: Any, checkpoint: dict[str, Any]) -> bool:
-    """Whether the data module holds out the val and test items its state in ``checkpoint`` recorded
-    (batching.ResumableBatches: a digest of them); True where either cannot say (a checkpoint of before)."""
+    """Whether the data module's val items are those its state in ``checkpoint`` recorded (batching.ResumableBatches:
+    a digest of them; of val and test together in a checkpoint of before, where another data.test_size tells them
+    apart too); True where either cannot say."""
     data = getattr(trainer, "datamodule", None)
     digest = getattr(data, "_held_out_digest", None)
     saved = checkpoint.get(type(data).__qualname__) if data is not None else None
     if not callable(digest) or not isinstance(saved, dict) or not saved.get("held_out"):
         return True
-    now = digest()
-    return now is None or now == saved["held_out"]
+    now = digest("val") if saved.get("val_items") else digest()
+    return now is None or now == (saved.get("val_items") or saved["held_out"])
 
 
 def restore_random_state(state: dict[str, Any] | None) -> None:

@@ -367,8 +367,8 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
                 f"train pair {long[0] + 1} (its source starting {start}) has {size} tokens on a side, "
                 f"more than data.max_tokens={cap}: raise it, or remove the pair and its links"
             )
-        if len(long) == len(train):  # torch's sampler said "num_samples should be a positive integer value, but got
-            # num_samples=0"
+        if len(long) == len(train) and getattr(self, "_stage", None) in (None, "fit"):  # torch's sampler said
+            # "num_samples should be a positive integer value, but got num_samples=0" (test / validate train nothing)
             shortest = min(max(len(x.src), len(x.tgt)) for x in train)
             raise ValueError(f"no training pair left: all {len(train):,} have more than data.max_tokens={cap} tokens "
                              f"on a side (the shortest: {shortest:,}): raise data.max_tokens")  # fmt: skip
@@ -498,6 +498,7 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
+        self._stage = stage  # what trains: a fit (or a setup that does not say)
         self._ask_for_start()
         if self.streams:
             if self.hparams.alignments:

@@ -787,6 +787,7 @@ def _stream_failed(args: argparse.Namespace, err: OSError, done: int) -> None:
         err = StreamFailed(names, err)
     files = continued(args)  # --output / --jsonl FILE: a full disk freed, --resume goes on (as caption says)
     resumes = "; --resume continues after them" if files else ""
+    done += getattr(args, "resume_from", 0) if files else 0  # what the files hold, not this run's alone (review)
     kept = f" (stopped after {done} input(s){resumes})" if _outputs_intact(err) and done else ""
     if not kept and files:  # an output file failed (a full disk): the lines written are whole
         kept = f" ({' and '.join(files.values())}: --resume continues after the inputs done)"
