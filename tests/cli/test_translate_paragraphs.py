@@ -53,6 +53,10 @@ def test_without_it_a_line_at_a_time_and_the_breaks_said_once(capsys, monkeypatc
     assert len(out) == 11 and [n for n, line in enumerate(out, 1) if not line] == [5, 6, 9]
     notes = [line for line in err.splitlines() if "mid-sentence" in line]
     assert len(notes) == 1 and "inputs 2, 3, 7, 10 break off mid-sentence" in notes[0] and "--paragraphs" in notes[0]
+    # an argument wrapped over lines ("$(cat a.txt)"): its line breaks end sentences too, said as stdin's are (unsaid)
+    code, out, err = _run(capsys, monkeypatch, ["Zwei Hunde spielen im\nSchnee.", "Ein Kind."])
+    notes = [line for line in err.splitlines() if "mid-sentence" in line]
+    assert code == 0 and len(notes) == 1 and "input 1 breaks off mid-sentence" in notes[0], err
 
 
 def test_references_and_given_translations_are_read_a_paragraph_an_input(capsys, monkeypatch, tmp_path):
