@@ -675,3 +675,33 @@ def test_a_resume_with_another_arch_is_refused_naming_the_checkpoints(tmp_path, 
         f"text-train: error: --ckpt_path {last}: a model.arch rnn checkpoint; a resume goes on with its weights and "
         "architecture: drop --model.arch transformer, or start a new fit without --ckpt_path"
     ], err
+
+
+def test_a_checkpoint_of_a_run_started_from_a_model_is_scored_without_that_models_file(tmp_path, capsys):
+    """test / validate read the vocabularies from model.init_from's file, as its fit did: once the file was gone it
+    was "model.init_from: start.pt: no such file", and once replaced (a bundled model upgraded) "the checkpoint's
+    vocabulary differs ... use the data settings", though the checkpoint holds them. Now the checkpoint's are read."""
+    from helpers.multi30k import DE, EN
+    from helpers.tiny_translator import tiny_word_model_file
+
+    start = tiny_word_model_file(tmp_path / "start.pt")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{de}\t{en}\n" for de, en in zip(DE, EN, strict=True)))
+    cfg = yaml.safe_load((FIX / "text/tiny_reorder.yaml").read_text())
+    cfg["model"] = {"arch": "rnn", "init_from": str(start), "lr": 0.005}
+    cfg["data"] = {"task": "tsv", "path": str(pairs), "val_size": 2, "test_size": 2, "batch_size": 4}
+    cfg["trainer"]["enable_checkpointing"] = True
+    path = tmp_path / "pair.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run("text", ["fit", "--config", str(path), "--trainer.max_steps", "2"])
+    ckpt = str(next(Path(".").rglob("*.ckpt")))
+    scored = run("text", ["test", "--config", str(path), "--ckpt_path", ckpt]).trainer.callback_metrics
+    start.unlink()  # gone
+    gone = run("text", ["test", "--config", str(path), "--ckpt_path", ckpt]).trainer.callback_metrics
+    tiny_word_model_file(start)  # replaced by another model of the same name (its vocabulary smaller)
+    torch.save({**torch.load(start, weights_only=True), "src_vocab": {"itos": ["<pad>", "<unk>", "<bos>", "<eos>"]}},
+               start)  # fmt: skip
+    other = run("text", ["test", "--config", str(path), "--ckpt_path", ckpt]).trainer.callback_metrics
+    assert "error" not in capsys.readouterr().err
+    assert {k: float(v) for k, v in gone.items()} == {k: float(v) for k, v in scored.items()}
+    assert {k: float(v) for k, v in other.items()} == {k: float(v) for k, v in scored.items()}

@@ -421,6 +421,8 @@ def _make_cli_class(prog: str, only: str | None = None, given: frozenset[str] = 
                 else:  # a fresh start, said in our words (Lightning's warning pointed at save_last=True)
                     say(f"{prog}: note: {run_checkpoints.not_found_message(name, self.trainer, fit=True)}")
                     kwargs["ckpt_path"] = None
+            if subcommand != "fit" and kwargs.get("ckpt_path"):  # the module reads text as it did (its setup comes
+                self.model.scored_checkpoint = str(kwargs["ckpt_path"])  # before Lightning's trainer.ckpt_path is set)
             return kwargs
 
         def _parse_ckpt_path(self) -> None:

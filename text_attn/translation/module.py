@@ -165,16 +165,39 @@ class TranslationModule(RunState, pl.LightningModule):
         hp = self.hparams
         if not hp.init_from:
             return None
+        scored = self._scored_checkpoint() if self._start_file is None else None
         if self._start_file is None:
-            self._start_file = Translator.read_start(hp.init_from, hp.arch)
+            self._start_file = scored or Translator.read_start(hp.init_from, hp.arch)
         start = self._start_file
         if self._given is None:  # given once: the data module asks first when Lightning sets it up
-            self._given = start_vocabulary(start, hp.init_from, hp.init_vocab)
+            # a checkpoint scored reads text as its run did, its vocabularies grown already: kept as they are
+            self._given = start_vocabulary(start, hp.init_from, "keep" if scored else hp.init_vocab)
             if self._given.codec.split_marks and getattr(self._trainer, "is_global_zero", True):
                 print(f"text-train: note: model.init_from {hp.init_from}: {SPLIT_MARKS}", file=sys.stderr)
             dm.start_from(self._given)
             self._start_info = started_from(hp.init_from, start.get("info") or {})
         return start
+
+    def _scored_checkpoint(self) -> dict | None:
+        """For ``test`` / ``validate`` / ``predict`` of a checkpoint: its model metadata (what a model file holds: its
+        vocabularies, tokenizer, network settings), read in place of model.init_from's file. A run started from a
+        model read its vocabularies from that file, so scoring its checkpoint failed once the file was gone ("no such
+        file") or replaced (a bundled model upgraded: "the checkpoint's vocabulary differs ... use the data settings")
+        while the checkpoint holds them itself. None otherwise (a fit, a resume included, reads the start's file: its
+        weights are the start an SCST fit compares with)."""
+        trainer = self._trainer
+        fn = getattr(getattr(trainer, "state", None), "fn", None)
+        # the CLI's resolved --ckpt_path (Lightning sets trainer.ckpt_path only after the setup that reads the text)
+        given = getattr(self, "scored_checkpoint", None) or getattr(trainer, "ckpt_path", None)
+        path = given if fn in ("test", "validate", "predict") else None
+        if not path or "://" in str(path):
+            return None
+        try:
+            meta = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("model_metadata")
+        except Exception:  # noqa: BLE001 - an unreadable checkpoint is Lightning's to refuse, with its path
+            return None
+        fits = isinstance(meta, dict) and meta.get("arch") == self.hparams.arch and "src_vocab" in meta
+        return meta if fits else None
 
     def setup(self, stage: str | None = None) -> None:
         hp = self.hparams
@@ -206,7 +229,7 @@ class TranslationModule(RunState, pl.LightningModule):
                 "network.share_embeddings needs one vocabulary for both sides: set data.shared_vocab: true"
             )
         self.net = build_network(hp.arch, self.config)
-        if start:
+        if start and "state_dict" in start:  # (a checkpoint scored: its own weights come next, from it)
             self._load_start(start["state_dict"])
             self._start_file = None  # its weights are the network's now: not kept twice for the whole run
         self.objective.check(self.net, bool(getattr(dm.hparams, "attention_targets", False)))
