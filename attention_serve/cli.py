@@ -90,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
                    "bomb threshold: caption notes a photo above it, refuses one twice as large)")  # fmt: skip
     p.add_argument("--read-timeout", type=float, default=30,
                    help="seconds a request's headers may take to arrive (from the connection's start, or the last "
-                   "answer on a kept-alive one), and then its body (408 after; default: 30)")  # fmt: skip
+                   "answer on a kept-alive one), and its body may stop arriving (it may take 10 x that in all; 408 "
+                   "after; default: 30)")  # fmt: skip
     p.add_argument(
         "--max-batch-size",
         type=int,

@@ -86,23 +86,35 @@ async def send_json(send, status: int, body: Any, headers: dict[str, str] | None
 DRAIN = 64 << 20  # an oversized body is read and dropped up to this much, so its client reads the 413 (not a reset)
 
 
+WHOLE_BODY = 10  # x --read-timeout: the longest a body may take to arrive, however steadily (5 min by default)
+
+
 async def read_body(receive, limit: int, declared: int | None, why: str, timeout: float, expect: bool) -> bytes:
     """The request body, at most ``limit`` bytes kept (ClientError 413 when it is more; ``why``: the limit's name,
     for the message). Memory stays bounded: what is over the limit is read and dropped (up to DRAIN), not kept; a
-    client that asked first (``Expect: 100-continue``) is refused before it sends anything. A body that has not
-    arrived within ``timeout`` seconds is a 408: a stalled upload does not hold its place."""
+    client that asked first (``Expect: 100-continue``) is refused before it sends anything. A body that stops
+    arriving for ``timeout`` seconds is a 408, and so is one still arriving after WHOLE_BODY x ``timeout``: a stalled
+    or trickled upload does not hold its place. (``timeout`` bounded the whole body: a 3.8 MB photo sent at 100 KB/s,
+    a slow phone's upload, got 408 after 30 s.) A client that goes away mid-body is :class:`ClientGone` (it was a
+    logged 400 that nobody received)."""
     too_big = declared is not None and declared > limit
     if too_big and expect:
         raise ClientError(413, f"the body is {_too_big(declared, limit)} ({why})")
     chunks, size, more = [], 0, True
-    deadline = asyncio.get_running_loop().time() + timeout
+    clock = asyncio.get_running_loop().time
+    whole = clock() + WHOLE_BODY * timeout
     while more and size <= (DRAIN if too_big else limit):
         try:
-            message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+            message = await asyncio.wait_for(receive(), max(0.0, min(timeout, whole - clock())))
         except asyncio.TimeoutError:
-            raise ClientError(408, f"the body did not arrive within {timeout:g} s") from None
+            if too_big:  # refused already by its size: say so (a 408 read as "retry", and the retry failed alike)
+                break
+            if clock() >= whole:
+                raise ClientError(408, f"the body took more than {WHOLE_BODY * timeout:g} s to arrive "
+                                  f"({WHOLE_BODY} x --read-timeout)") from None  # fmt: skip
+            raise ClientError(408, f"the body stopped arriving: nothing for {timeout:g} s") from None
         if message["type"] == "http.disconnect":
-            raise ClientError(400, "the client went away before sending the whole body")
+            raise ClientGone()
         chunk = message.get("body", b"")
         size += len(chunk)
         more = bool(message.get("more_body"))
@@ -317,11 +329,14 @@ class Front:
             body = await self._payload(scope, receive, path)
         except ClientError as err:
             return await self._refuse(send, method, path, err)
+        except ClientGone:  # mid-body: nobody to answer
+            return log(f"499 {request_line(method, path)}: the client closed the connection before sending the "
+                       "whole body")  # fmt: skip
         finally:
             self.reading -= 1
         if self.queued >= self.limits.max_queue:
-            err = ClientError(503, f"busy: {self.queued} requests waiting for the model (--max-queue); retry in a "
-                              "second", {"Retry-After": "1"})  # fmt: skip
+            err = ClientError(503, f"busy: {self.queued} requests waiting for the models (--max-queue counts both "
+                              "models' together); retry in a second", {"Retry-After": "1"})  # fmt: skip
             return await self._refuse(send, method, path, err)
         down = self.waiting.refusal(path)  # its worker stopped and the new one is loading
         if down is not None:

@@ -127,8 +127,9 @@ class Waiting:
                     await entry.task
                 for uid in entry.uids:  # LitServe's handler was cancelled before it removed its entry
                     self.buffer.pop(uid, None)
-                    if entry.lost == "gone":
-                        self.board.abandoned.add(uid)
+                    # answered here (503, 504) or gone: a worker that has not taken it passes it over (one answered
+                    # 503 because its worker died was computed by the replacement, and again when the client retried)
+                    self.board.abandoned.add(uid)
                 if entry.lost == "gone":
                     raise ClientGone()
                 if entry.lost == "timeout":

@@ -304,7 +304,7 @@ def describe(app, api_key: bool = False) -> None:
                     {  # fmt: skip
                         401: "no or a wrong API key",
                         404: "the caption model is not served (--caption-model none)",
-                        408: "the body did not arrive within --read-timeout seconds",
+                        408: "the body stopped arriving for --read-timeout seconds, or took more than 10 x that",
                         413: "over --max-upload-mb, too many pixels (a decompression bomb) or JPEG scans (a scan "
                         "bomb), evidence over --max-evidence, a given caption over 100 words",
                         415: "not an image, or an unknown Content-Type",
@@ -342,7 +342,7 @@ def describe(app, api_key: bool = False) -> None:
                     {  # fmt: skip
                         401: "no or a wrong API key",
                         404: "the text model is not served (--text-model none)",
-                        408: "the body did not arrive within --read-timeout seconds",
+                        408: "the body stopped arriving for --read-timeout seconds, or took more than 10 x that",
                         413: "too many sentences, a sentence too long, a decoding over --max-search steps or "
                         "evidence over --max-evidence, a given text over 512 tokens or --max-chars characters",
                         415: "not JSON",
