@@ -26,6 +26,8 @@ def one_decoder(tmp_path_factory) -> Path:
 
 
 def test_what_the_recipe_sends_fits_64_mib_with_room(one_decoder):
+    if not (ROOT / ".git").exists():  # a "Download ZIP" copy or the sdist: git lists nothing of it
+        pytest.skip("not a git checkout: what the device tool sends is git's list of files")
     sent = gpu_send.sent_files(ROOT)
     assert str(gpu_send.CAPTIONER) in sent and sum(sent.values()) > gpu_send.LIMIT  # as it is: it does not fit
     after = sum(sent.values()) - sum(sent[str(p)] for p in [gpu_send.CAPTIONER, *gpu_send.SET_ASIDE])

@@ -86,7 +86,7 @@ def test_cuda_without_a_usable_gpu_is_one_line(devices, monkeypatch, capsys):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this machine, also on one with a GPU
-    line = _refused(["--accelerator", "cuda", "--devices", devices, "--port", "18766"], capsys)
+    line = _refused(["--accelerator", "cuda", "--devices", devices, "--port", str(_free_port())], capsys)
     assert "--accelerator cuda: torch finds no usable GPU here" in line
 
 
@@ -95,14 +95,16 @@ def test_more_devices_than_gpus_is_one_line(monkeypatch, capsys):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    line = _refused(["--accelerator", "cuda", "--devices", "2", "--port", "18767"], capsys)
+    line = _refused(["--accelerator", "cuda", "--devices", "2", "--port", str(_free_port())], capsys)
     assert line.endswith("--devices 2: torch finds 1 usable GPU here"), line
 
 
 def test_a_model_file_that_is_missing_or_of_the_other_family_is_one_line(tmp_path, capsys):
     assert "nope.pt: no such model file" in _refused(["--caption-model", str(tmp_path / "nope.pt")], capsys)
     text = tiny_word_model_file(tmp_path / "t.pt")
-    assert "t.pt" in _refused(["--caption-model", str(text), "--text-model", "none", "--port", "18765"], capsys)
+    assert "t.pt" in _refused(
+        ["--caption-model", str(text), "--text-model", "none", "--port", str(_free_port())], capsys
+    )
 
 
 def test_a_caption_model_whose_recorded_beam_is_wider_than_its_vocabulary_is_refused(tmp_path):
