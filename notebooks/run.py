@@ -6,10 +6,11 @@
 
 Each notebook's first code cell (tagged ``parameters``, so papermill can set it too) reads ``QUICK`` from the
 environment variable ATTN_NOTEBOOK_QUICK: quick mode shrinks every size so a notebook runs in about 30 seconds (the
-`-m slow` tests execute them all so, and in full; the default run checks their stored outputs); the full run is what the stored outputs show, at most 5 minutes a notebook on
-2 CPU cores. Real data is looked for at ATTN_DATA (default: ../shared/data beside the repository); a notebook that
-needs it says so and skips that part. Outputs are kept reviewable: no timings, progress bars or memory addresses are
-printed by the notebooks, and execution timestamps are not recorded. The time each took is printed here only.
+`-m slow` tests execute them all so, and in full; the default run checks their stored outputs); the full run is what
+the stored outputs show, at most 5 minutes a notebook on 2 CPU cores. Real data is looked for at ATTN_DATA (default:
+../shared/data beside the repository); a notebook that needs it says so and skips that part. Outputs are kept
+reviewable: no timings, progress bars or memory addresses are printed by the notebooks, and execution timestamps are
+not recorded. The time each took is printed here only.
 A full run also writes the picture of each notebook's cell tagged ``readme-picture`` (its first PNG output) to
 docs/notebook_<name>.png, the README's "Learn" pictures.
 """
