@@ -86,6 +86,7 @@ async def send_json(send, status: int, body: Any, headers: dict[str, str] | None
 DRAIN = 64 << 20  # an oversized body is read and dropped up to this much, so its client reads the 413 (not a reset)
 
 
+CLOSE = {"Connection": "close"}  # uvicorn closes the connection after an answer with it
 WHOLE_BODY = 10  # x --read-timeout: the longest a body may take to arrive, however steadily (5 min by default)
 
 
@@ -98,8 +99,9 @@ async def read_body(receive, limit: int, declared: int | None, why: str, timeout
     a slow phone's upload, got 408 after 30 s.) A client that goes away mid-body is :class:`ClientGone` (it was a
     logged 400 that nobody received)."""
     too_big = declared is not None and declared > limit
-    if too_big and expect:
-        raise ClientError(413, f"the body is {_too_big(declared, limit)} ({why})")
+    if too_big and expect:  # the connection closed after the 413: a client that sends its body anyway would have
+        # it read as its next request (a 408 of "headers")
+        raise ClientError(413, f"the body is {_too_big(declared, limit)} ({why})", CLOSE)
     chunks, size, more = [], 0, True
     clock = asyncio.get_running_loop().time
     whole = clock() + WHOLE_BODY * timeout
@@ -121,9 +123,9 @@ async def read_body(receive, limit: int, declared: int | None, why: str, timeout
         too_big = too_big or size > limit
         if not too_big:
             chunks.append(chunk)
-    if too_big:
+    if too_big:  # the rest of a body not drained (over DRAIN, or stalled) is no next request: closed after the 413
         told = _too_big(declared, limit) if declared is not None else f"over {_size(limit)}; at most {_size(limit)}"
-        raise ClientError(413, f"the body is {told} ({why})")
+        raise ClientError(413, f"the body is {told} ({why})", CLOSE)
     return b"".join(chunks)
 
 

@@ -50,6 +50,7 @@ def test_an_upload_over_its_declared_limit_is_a_413_even_when_it_drains_slowly()
     with pytest.raises(ClientError) as err:  # it was a 408 once the drain outlasted the timeout: "retry"
         _read(_arriving([b"x" * 100] * 3, 0.05, then="stall"), limit=50, declared=30_000)
     assert err.value.status == 413 and "(--max-upload-mb)" in err.value.message
+    assert err.value.headers == {"Connection": "close"}  # its rest, not drained, is no next request
 
 
 def test_a_client_gone_mid_body_is_client_gone_not_a_400():
