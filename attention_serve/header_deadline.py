@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from attention_serve.front import SECURITY_HEADERS, log
+from attention_serve.front import SECURITY_HEADERS, WHOLE_BODY, log
 
 
 def answer_408(timeout: float) -> bytes:
@@ -55,7 +55,12 @@ def protocol(timeout: float, http: str = "auto") -> type[asyncio.Protocol]:
         def data_received(self, data: bytes) -> None:
             if self._deadline is not None:
                 if self._body_arriving():  # the answered request's body, still coming (a 401 before the upload's
-                    self._disarm()  # end): not the next headers; the deadline runs again from this chunk
+                    # end): not the next headers; the deadline runs again from this chunk, within WHOLE_BODY x
+                    # timeout of the answer in all (a byte every second held the socket for ever: review)
+                    self._disarm()
+                    if self.loop.time() - self._answered > WHOLE_BODY * timeout:
+                        self.transport.close()
+                        return
                     self._deadline = self.loop.call_later(timeout, self._late)
                 else:
                     self._sent = self._sent or bool(data)
@@ -64,6 +69,7 @@ def protocol(timeout: float, http: str = "auto") -> type[asyncio.Protocol]:
                 self._disarm()  # the headers are complete: the body's own limit takes over (front.read_body)
 
         def on_response_complete(self) -> None:
+            self._answered = self.loop.time()
             super().on_response_complete()
             if not self.transport.is_closing():
                 self._disarm()

@@ -94,12 +94,16 @@ def bootstrap(a: Links, b: Links, sure: Links, possible: Links, rounds: int = 10
     from text_attn.core.metrics import alignment_error
 
     rng = random.Random(0)
-    n, wins = len(a), 0
+    n, wins, scored = len(a), 0, 0
     for _ in range(rounds):
         idx = [rng.randrange(n) for _ in range(n)]
         s, p = [sure[i] for i in idx], [possible[i] for i in idx]
-        wins += alignment_error([a[i] for i in idx], s, p)["aer"] < alignment_error([b[i] for i in idx], s, p)["aer"]
-    return wins / rounds
+        try:
+            first, second = (alignment_error([m[i] for i in idx], s, p)["aer"] for m in (a, b))
+        except ValueError:  # a resample of no links to score (no sure link, nothing predicted): neither wins
+            continue
+        wins, scored = wins + (first < second), scored + 1
+    return wins / scored if scored else 0.5
 
 
 def main(argv: list[str] | None = None) -> int:

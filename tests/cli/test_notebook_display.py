@@ -99,6 +99,7 @@ def test_text_in_the_view_is_escaped_and_a_caption_without_its_photo_has_no_view
     assert bare._repr_html_() is None and bare._repr_png_() is None
     # a slice, and two lists joined, stay one page (a joined one was a plain list: no view)
     assert type(captions[:1]) is type(captions + captions) is Captions and len(captions + captions) == 4
+    assert type(captions + ["a text"]) is list  # another kind of item: no page to draw
 
 
 def test_n_best_results_list_the_beams_others_in_their_view(bundled, translations):

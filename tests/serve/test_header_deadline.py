@@ -134,3 +134,26 @@ def test_a_refused_requests_body_still_arriving_is_not_taken_for_the_next_header
         reply = _read_all(s)
         assert reply.startswith(b"HTTP/1.1 401") and b"408" not in reply
     assert "408" not in capsys.readouterr().err
+
+
+def test_a_refused_requests_body_trickled_on_is_cut_off_within_ten_deadlines(port):
+    """A byte every 0.7 deadlines after the answer re-armed the deadline for ever: the socket held (review)."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+        start, closed = time.monotonic(), False
+        while time.monotonic() - start < 30 * TIMEOUT:
+            time.sleep(0.7 * TIMEOUT)
+            try:
+                s.sendall(b"x")
+            except OSError:  # reset or broken pipe: closed by the server
+                closed = True
+                break
+        if not closed:  # the server's close seen on a read
+            s.settimeout(1)
+            try:
+                closed = s.recv(65536).startswith(b"HTTP/1.1 401") and s.recv(65536) == b""
+            except TimeoutError:  # still open
+                closed = False
+            except OSError:  # reset
+                closed = True
+        assert closed and time.monotonic() - start < 15 * TIMEOUT

@@ -133,6 +133,9 @@ def test_the_bootstrap_counts_strict_wins():
     possible = [set()] * 3
     assert bootstrap(sure, [set()] * 3, sure, possible, rounds=50) == 1.0
     assert bootstrap(sure, sure, sure, possible, rounds=50) == 0.0  # ties are not wins
+    # a resample of no links at all (nothing predicted, no sure link) is no round: alignment_error refuses it
+    some = [{(0, 0)}, set(), set()]
+    assert bootstrap(some, [set()] * 3, [{(0, 0)}, set(), set()], possible, rounds=50) == 1.0
 
 
 @pytest.mark.slow

@@ -48,6 +48,11 @@ LINE = f"{FIRST} {SECOND}"
         ("Zum 100. Mal. Dann ging er.", ["Zum 100. Mal.", "Dann ging er."]),
         ("Er las S. 5 und Abb. 3. Dann ging er.", ["Er las S. 5 und Abb. 3.", "Dann ging er."]),
         ("1. Ein Mann läuft. 2. Eine Frau sitzt.", ["1. Ein Mann läuft.", "2. Eine Frau sitzt."]),
+        # a sentence's first word after a number's period: it ended one ("the boy is 12. He ..." was merged: review)
+        ("The boy is 12. He plays soccer.", ["The boy is 12.", "He plays soccer."]),
+        ("Der Junge ist 12. Er spielt Fußball.", ["Der Junge ist 12.", "Er spielt Fußball."]),
+        ("Das kostet ca. 50. Er zahlt.", ["Das kostet ca. 50.", "Er zahlt."]),
+        ("A man counts to 10. A woman laughs.", ["A man counts to 10.", "A woman laughs."]),
         # a line break ends a sentence; other characters str.splitlines breaks at do not (a vertical tab: Word's
         # manual line break)
         ("Ein Mann läuft über die\x0bStraße. Eine Frau.", ["Ein Mann läuft über die\x0bStraße.", "Eine Frau."]),

@@ -285,7 +285,10 @@ def test_read_tsv_errors(tmp_path):
         read_tsv_pairs(tmp_path)
     bad_utf8 = tmp_path / "latin1.tsv"
     bad_utf8.write_bytes("a\tb\nd\u00e9j\u00e0\tc\n".encode("latin-1"))
-    hint = r"; saved as Latin-1 or Windows-1252\? convert it: iconv -f CP1252 -t UTF-8 .*latin1\.tsv\)"
+    hint = (
+        r"; saved as Latin-1 or Windows-1252\? convert it, iconv -f CP1252 -t UTF-8 \S*latin1\.tsv > "
+        r"\S*latin1\.tsv\.utf8, and give that file\)"
+    )
     with pytest.raises(TaskError, match=r"latin1\.tsv:2: not valid UTF-8 \(.*" + hint):
         read_tsv_pairs(bad_utf8)
     empty_side = tmp_path / "empty.tsv"

@@ -284,9 +284,9 @@ class PageList(list):
         got = super().__getitem__(index)
         return type(self)(got) if isinstance(index, slice) else got
 
-    def __add__(self, other):  # two results' lists joined stay one page (list's + gave a plain list)
-        joined = super().__add__(other)
-        return type(self)(joined) if isinstance(other, list) else joined
+    def __add__(self, other):  # two results' lists joined stay one page (list's + gave a plain list); anything
+        joined = super().__add__(other)  # else joined is a plain list (a page of strings failed to draw: review)
+        return type(self)(joined) if isinstance(other, type(self)) else joined
 
 
 def notebook_view(

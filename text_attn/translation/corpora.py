@@ -65,8 +65,13 @@ def read_lines(path: str | Path, pairs: bool = False) -> list[str]:
         except UnicodeDecodeError as e:
             # the usual cause: a file saved as Latin-1 / Windows-1252 (Excel's "CSV", older editors): said how to
             # convert it, as UTF-16's refusal does
-            raise TaskError(f"{p}:{i}: not valid UTF-8 ({e.reason}; saved as Latin-1 or Windows-1252? convert it: "
-                            f"iconv -f CP1252 -t UTF-8 {shlex.quote(str(p))})") from None  # fmt: skip
+            name = shlex.quote(str(p))
+            out = shlex.quote(str(p.with_suffix("") if p.suffix == ".gz" else p) + ".utf8")
+            read = (
+                f"zcat {name} | iconv -f CP1252 -t UTF-8" if p.suffix == ".gz" else f"iconv -f CP1252 -t UTF-8 {name}"
+            )
+            raise TaskError(f"{p}:{i}: not valid UTF-8 ({e.reason}; saved as Latin-1 or Windows-1252? convert it, "
+                            f"{read} > {out}, and give that file)") from None  # fmt: skip
         if pairs and "\r" in line:  # a classic Mac OS line end among line feeds: two pairs read as one
             raise TaskError(f"{p}:{i}: a carriage return inside the line: its lines end in line feeds and, here, "
                             "in a carriage return alone (a classic Mac OS line end); save it with one kind of line "

@@ -69,7 +69,20 @@ CARDINAL_BEFORE = frozenset(
     "punkt punkte grad prozent euro dollar uhr jahr jahre jahren größe platz number page chapter room"
     .split()
 )  # fmt: skip
-ORDINAL_BEFORE = frozenset(  # before a year-like number: an ordinal all the same ("der 1000. Besucher")
+# words a sentence starts with (articles, pronouns, conjunctions, adverbs; German, English, French, Czech): after a
+# number's period, one of them starts a sentence ("Der Junge ist 12. Er spielt ...", "The boy is 12. He plays ..."),
+# where a noun or an adjective follows an ordinal ("als 3. Läufer", "wurde 2. Sieger", "zum 100. Mal")
+STARTERS = frozenset(
+    "er sie es wir ihr ich du man der die das den dem des ein eine einen einem einer eines dann danach später heute "
+    "morgen gestern jetzt nun hier dort da im am auf in mit zu nach vor bei aus um aber und oder doch so auch noch "
+    "dies diese dieser dieses mein meine sein seine unser unsere wer was wie wo warum wenn als ob "
+    "he she it they we i you the a an then this that these those there his her their its my our your what who when "
+    "where why how but and or so also now here after before in on at "
+    "il elle ils elles nous vous je tu le la les un une des puis ensuite mais et ou "
+    "on ona ono oni my vy já ty ten ta to pak potom ale a nebo"
+    .split()
+)  # fmt: skip
+ORDINAL_BEFORE = frozenset(  # before a year-like number, or a sentence's first word: an ordinal all the same
     "am vom zum im bis ab seit den der die das dem des zur beim ein eine einem einen einer eines jeden jedem jeder "
     "jede mein meine meinem meinen sein seine seinem seinen ihr ihre ihrem ihren unser unsere unserem unseren dieser "
     "diese diesem diesen"
@@ -235,9 +248,14 @@ def _abbreviation(before: str, after: str = "") -> bool:
         core = earlier.lower().strip(",:;.")
         if core in CARDINAL_BEFORE:
             return False  # a count: "Nummer 7.", "Abb. 3."
-        if earlier[-1] in ".!?…":
+        if earlier[-1] in ".!?…" and not (earlier[-1] == "." and core in ABBREVIATIONS):  # ("ca. 50.": no end)
             return True  # an inline list's number after a sentence's end: "... läuft. 2. Eine Frau ..."
-        return not (len(word) == 4 and core not in ORDINAL_BEFORE)  # a year ends one; else an ordinal, as before
+        if core in ORDINAL_BEFORE:
+            return True  # "am 3. Dann ...", "der 1000. Besucher": an ordinal's word before it
+        following = re.match(r"\w+", after.lstrip(_OPENERS))
+        if following is not None and following.group().lower() in STARTERS:
+            return False  # a sentence starts after it: "ist 12. Er spielt ...", "counts to 10. A woman ..."
+        return len(word) != 4  # a year ends one ("Das war 2024. Im Jahr ..."); else an ordinal, as before
     if len(word) == 1 and word.isalpha():
         return True
     # German streets' compounds: "Hauptstr. 5", "Bahnhofstr. 12"

@@ -758,7 +758,7 @@ def _close_page(report, args: argparse.Namespace, progress: dict[str, Any], stop
     if blanks := progress.get("blank"):  # no section of their own: the page's count is of the others
         lost += f", {blanks} blank line{'s' if blanks > 1 else ''} left out"
     if marks := progress.get("marks"):  # "---", "* * *": written as typed, no section either (uncounted, unsaid)
-        lost += f", {marks} input{'s' if marks > 1 else ''} of marks alone written as typed"
+        lost += f", {marks} input{'s' if marks > 1 else ''} of marks alone left out (written as typed in the text)"
     why = "the run was interrupted" if stopped == "interrupted" else "the run stopped on an error"
     done = progress.get("done", 0)
     partial = f"{why} after {done} input(s); the inputs after them are not here" if stopped else None
