@@ -67,6 +67,7 @@ from text_attn.core.training import (
     pooled_means,
     row_sums,
     started_from,
+    weights_digest,
 )
 from text_attn.core.vocab import Vocabulary, first_difference
 
@@ -545,7 +546,7 @@ class CaptionModule(RunState, pl.LightningModule):
         scores = coco_metrics(refs, hyps, meteor=self._meteor(refs))
         if stage == "val":  # the sanity check's, before the first step: the start's (a checkpoint's metric)
             start = {"val_loss": loss, **{f"val_{k}": v for k, v in scores.items()}}
-            self._start.record(self.trainer, self.hparams.init_from, start)
+            self._start.record(self.trainer, self.hparams.init_from, start, lambda: weights_digest(self))
         for name, value in scores.items():
             self.log(f"{stage}_{name}", value, prog_bar=name in ("Bleu_4", "CIDEr"))
         if stage == "test" and self.trainer.is_global_zero:  # the table below logs fractions; the docs give 0-100

@@ -233,6 +233,21 @@ def test_an_scst_stage_needs_a_start_and_writes_the_start_it_did_not_beat(tmp_pa
     assert f"wrote model file: {third} (model.init_from's weights: they scored better on val" in err, err[-3000:]
     written = Captioner.load(third).model.state_dict()
     assert all(torch.equal(written[k], begun[k]) for k in begun)
+    # the start's file replaced since (another model, the same vocabulary): it was written as the start that scored
+    # better (review of a text-train audit); now the trained weights are, said so
+    replaced = Captioner.load(first)
+    with torch.no_grad():
+        next(replaced.model.parameters()).add_(1.0)
+    replaced.save(first)
+    fourth = tmp_path / "fourth.pt"
+    caption_train_cli(["fit", "--config", CONFIG, *QUIET, *scst, *best, *validated, "--model.lr", "1.0",
+                       "--trainer.max_steps", "4", "--model.init_from", str(first), "--ckpt_path", ckpt,
+                       "--model.export_path", str(fourth)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"model.init_from {first} is not the file whose weights were scored before training" in err, err[-3000:]
+    written, other = Captioner.load(fourth).model.state_dict(), replaced.model.state_dict()
+    assert not all(torch.equal(written[k], other[k]) for k in other)
+    assert not all(torch.equal(written[k], begun[k]) for k in begun)
 
 
 @pytest.mark.slow

@@ -29,15 +29,19 @@ class StartScores:
     def __init__(self) -> None:
         self.scores: dict[str, float] = {}  # the sanity check's over the whole split, by logged name (val_CIDEr, ...)
         self.partial: tuple[float, float, frozenset[str]] | None = None  # over part: (batches done, of, names)
+        self.weights: str | None = None  # a digest of the weights scored (training.weights_digest)
 
-    def record(self, trainer, init_from: str | None, scores: dict[str, float]) -> None:
+    def record(self, trainer, init_from: str | None, scores: dict[str, float], weights=None) -> None:
         """``scores`` of a validation just done, by logged name: kept when it is the sanity check before a fit's
-        first step from ``init_from`` (a resumed fit's sanity check scores its checkpoint, not the start)."""
+        first step from ``init_from`` (a resumed fit's sanity check scores its checkpoint, not the start).
+        ``weights()``: a digest of the weights scored, kept beside them (the start put back at the fit's end must be
+        those: a file replaced since was written as the start that scored)."""
         if not (trainer.sanity_checking and init_from and trainer.global_step == 0):
             return
         done, batches = sum(trainer.num_sanity_val_batches), sum(trainer.num_val_batches)
         if done >= batches:
             self.scores = dict(scores)
+            self.weights = weights() if weights is not None else None
         else:
             self.partial = (done, batches, frozenset(scores))
 
@@ -46,7 +50,8 @@ class StartScores:
         fit still compares its best with the start and a self-critical stage still writes the start's weights where
         they scored better (a resumed SCST fit wrote weights worse than its start, unsaid); None: nothing kept."""
         if self.scores:
-            return {"scores": {k: float(v) for k, v in self.scores.items()}}
+            kept = {"scores": {k: float(v) for k, v in self.scores.items()}}
+            return kept | ({"weights": self.weights} if self.weights else {})
         if self.partial is not None:
             done, batches, names = self.partial
             return {"partial": [float(done), float(batches), sorted(names)]}
@@ -59,6 +64,7 @@ class StartScores:
         scores, partial = state.get("scores"), state.get("partial")
         if isinstance(scores, dict):
             self.scores = {str(k): float(v) for k, v in scores.items() if isinstance(v, (int, float))}
+            self.weights = state["weights"] if isinstance(state.get("weights"), str) else None
         elif isinstance(partial, list) and len(partial) == 3 and isinstance(partial[2], list):
             self.partial = (float(partial[0]), float(partial[1]), frozenset(map(str, partial[2])))
 

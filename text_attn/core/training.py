@@ -7,6 +7,7 @@ Lightning is not imported here: these helpers take the trainer / module they are
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import random
@@ -87,6 +88,15 @@ def random_state() -> dict[str, Any]:
 def save_random_state(checkpoint: dict[str, Any]) -> None:
     """The random states in ``checkpoint``, so dropout and sampling continue as if never interrupted."""
     checkpoint["random_state"] = random_state()
+
+
+def weights_digest(module: Any) -> str:
+    """A digest of ``module``'s weights, bit for bit (start_scores: the start's weights scored and those put back)."""
+    digest = hashlib.sha256()
+    for key, tensor in sorted(module.state_dict().items()):
+        digest.update(key.encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:32]
 
 
 def _same_held_out(trainer: Any, checkpoint: dict[str, Any]) -> bool:
@@ -734,6 +744,16 @@ class RunState:
         line, start_better = start.verdict(self.trainer, name, examples)
         if line and self.trainer.is_global_zero:
             print(f"{tool}: {line}", file=sys.stderr)
+        if start_better and scst and start.weights:  # the file read again must hold the weights that were scored
+            with weights_kept(self):
+                put_start()
+                same = weights_digest(self) == start.weights
+            if not same:  # replaced since (a resume, a bundled model upgraded): it was written as the start
+                start_better = False
+                if self.trainer.is_global_zero:
+                    print(f"{tool}: note: model.init_from {name} is not the file whose weights were scored before "
+                          "training (replaced since): its weights are not written back; the trained ones are",
+                          file=sys.stderr)  # fmt: skip
 
         @contextmanager
         def start_weights() -> Iterator[None]:

@@ -47,6 +47,7 @@ from text_attn.core.training import (
     row_sums,
     started_from,
     weight_misfit,
+    weights_digest,
 )
 from text_attn.core.vocab import Vocabulary, first_difference
 from text_attn.translation.data import StartVocabulary
@@ -350,7 +351,7 @@ class TranslationModule(RunState, pl.LightningModule):
         for name, value in scores.items():
             self.log(name, value, prog_bar=name in progress)
         if stage == "val":  # the sanity check's, before the first step: the start's (text_attn.core.start_scores)
-            self._start.record(self.trainer, self.hparams.init_from, scores)
+            self._start.record(self.trainer, self.hparams.init_from, scores, lambda: weights_digest(self))
         if stage == "test":
             if all("src_words" in o for o in outs):  # real text: by source words, in buckets that fit its lengths
                 lengths, bounds, labels = [o["src_words"] for o in outs], REAL_BUCKETS, REAL_BUCKET_LABELS
