@@ -140,6 +140,12 @@ def test_the_audits_runs_are_refused_in_one_line(cli_run_in_tmp, capsys):
             ["--model.network.dot_projection", "true"],
             "model.network.attention bahdanau reads no model.network.dot_projection",
         ),
+        # word links with no weight to train on them: read, checked, and nothing learned, unsaid
+        (
+            text_train,
+            ["--model.objective.attn_sup_layer", "0"],
+            "model.objective.attn_sup_lambda 0 reads no model.objective.attn_sup_layer: set it above 0",
+        ),
     ],
     ids=[
         "soft_prob",
@@ -151,6 +157,7 @@ def test_the_audits_runs_are_refused_in_one_line(cli_run_in_tmp, capsys):
         "src_col",
         "attn_dim",
         "dot_projection",
+        "attn_sup_layer",
     ],
 )
 def test_a_given_option_the_run_does_not_read_is_refused_before_anything_is_made(main, args, says, until_made, capsys):

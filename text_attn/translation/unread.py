@@ -39,7 +39,12 @@ def unread_options(config: dict, networks: Mapping[str, Collection[str]] | None 
     model.network options it reads (translation.networks.network_options; None: not checked here, the network's
     own config refuses them when it is built)."""
     model, data = config.get("model") or {}, config.get("data") or {}
-    found = unread_without_scst(model.get("objective") or {})
+    objective = model.get("objective") or {}
+    found = unread_without_scst(objective)
+    # word links without the weight that trains on them: read, checked, and nothing learned from them, unsaid
+    if not objective.get("attn_sup_lambda"):
+        found.append(Unread(("data.alignments", "model.objective.attn_sup_layer"), "model.objective.attn_sup_lambda 0",
+                            "set it above 0 to train the attention on the links (the aligned configs: 1)"))  # fmt: skip
     found += from_chunks(data, CHUNKS_UNREAD)
     found += without_init_from(model)
     network = model.get("network") or {}
