@@ -339,7 +339,10 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
         if hp.alignments:
             from text_attn.translation.links import link_examples
 
-            link_examples(out["train"], hp.alignments, encode)
+            # data.train_size keeps part of the corpus's train pairs: the file's lines are all of them (the refusal
+            # named no option)
+            cut = f" (data.train_size {hp.train_size} keeps part of the train pairs: leave it out with data.alignments)"
+            link_examples(out["train"], hp.alignments, encode, cut if hp.train_size else "")
         return out
 
     def _within_max_tokens(self, splits: dict[str, list[Example]]) -> dict[str, list[Example]]:

@@ -25,14 +25,15 @@ def word_of_tokens(text: str, tokens: list[str], encode: Callable[[str], list[st
     return index if spelled == tokens else None
 
 
-def link_examples(examples: list[Example], path: str | Path, encode: Callable[[str], list[str]]) -> None:
+def link_examples(examples: list[Example], path: str | Path, encode: Callable[[str], list[str]], why: str = "") -> None:
     """Set each example's ``links`` from line k of ``path`` for example k (the train pairs as the corpus reader read
     them). A file of another length, a link that is not ``i-j`` or names a word past a sentence's end, or a pair
-    whose tokens do not spell its words: a TaskError naming the file and line."""
+    whose tokens do not spell its words: a TaskError naming the file and line (``why``: what may have cut the pairs,
+    said with a file of another length)."""
     lines = read_lines(path)
     if len(lines) != len(examples):
         raise TaskError(f"data.alignments {path}: {len(lines):,} lines for {len(examples):,} train pairs; give a "
-                        "line of links per pair, in the corpus's order")  # fmt: skip
+                        f"line of links per pair, in the corpus's order{why}")  # fmt: skip
     for n, (ex, line) in enumerate(zip(examples, lines, strict=True), 1):
         src_of = word_of_tokens(ex.src_text or "", ex.src, encode)
         tgt_of = word_of_tokens(ex.tgt_text or "", ex.tgt, encode)
