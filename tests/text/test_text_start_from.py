@@ -215,3 +215,24 @@ def test_a_corpus_whose_columns_are_swapped_gets_one_note_and_no_language(swappe
         # the start's language, not its world: the run's check is of this corpus, not Multi30k's pictures
         assert checked == ["input check:    notes input unlike the German text the model learned from, by its "
                            "language and words"]  # fmt: skip
+
+
+def test_a_network_option_that_changes_what_the_start_computes_is_refused(start_file, tmp_path):
+    """An attention of the same shapes (or num_heads 8 beside a 4-head start) re-read the start's weights as another
+    network's, unsaid; dropout may differ."""
+    path, _ = start_file
+    corpus = _corpus(tmp_path / "second.tsv", SECOND)
+    with pytest.raises(ValueError, match=r"model.network.attention luong-concat differs from the start's bahdanau: its "
+                                         r"weights compute with bahdanau; leave it out"):  # fmt: skip
+        TranslationModule.setup(_unbuilt(corpus, path, attention="luong-concat"), "fit")
+    tuned = _unbuilt(corpus, path, dropout=0.3)
+    tuned.setup("fit")
+    assert tuned.config.dropout == 0.3
+
+
+def _unbuilt(corpus: str, start, **network) -> TranslationModule:
+    dm = TranslationDataModule(task="tsv", path=corpus, val_size=1, test_size=1, batch_size=4, min_freq=2)
+    dm.setup("fit")
+    module = TranslationModule(network={**NET, **network}, init_from=str(start))
+    module.trainer = SimpleNamespace(datamodule=dm)
+    return module

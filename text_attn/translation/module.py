@@ -90,6 +90,12 @@ VOCABS = ("src_vocab", "tgt_vocab")  # the module's (and a checkpoint's model me
 SPLIT_MARKS = "its word tokens split at combining marks (trained before 2026-12-02): the data is read that way"
 
 
+# network options whose change keeps every weight's shape but not what the weights compute: refused beside
+# model.init_from (num_heads 8 re-read a 4-head start's weights as 8 heads, exit 0)
+COMPUTES = frozenset({"num_heads", "norm_first", "attention", "positions", "tie_output", "share_embeddings",
+                      "bidirectional", "dot_projection", "rnn"})  # fmt: skip
+
+
 def start_vocabulary(start: dict, name: str, init_vocab: str = "extend") -> StartVocabulary:
     """How the model file content ``start`` (``model.init_from`` ``name``, read by Translator.read_start) reads text:
     its tokenizer, vocabularies and source check, for a data module to read a corpus its way (``fit``, and
@@ -221,7 +227,13 @@ class TranslationModule(RunState, pl.LightningModule):
             line = vocabulary_line(hp.init_from, src, tgt, dm, hp.init_vocab == "extend")
             if line and getattr(self.trainer, "is_global_zero", True):
                 print(f"text-train: {line}", file=sys.stderr)
-        options = {**(as_saved(hp.arch, start["config"]) if start else {}), **dict(hp.network or {})}
+        saved = as_saved(hp.arch, start["config"]) if start else {}
+        for key, value in dict(hp.network or {}).items():  # same shapes, other computation: the start's weights were
+            if key in COMPUTES and key in saved and value != saved[key]:  # re-read unsaid (4 heads' as 8: a review)
+                raise ValueError(f"model.init_from {hp.init_from}: model.network.{key} {value} differs from the "
+                                 f"start's {saved[key]}: its weights compute with {saved[key]}; leave it out (options "
+                                 "that keep every weight's meaning, e.g. dropout, may differ)")  # fmt: skip
+        options = {**saved, **dict(hp.network or {})}
         self.config = make_config(
             hp.arch, options, src_vocab_size=len(self.src_vocab), tgt_vocab_size=len(self.tgt_vocab)
         )
