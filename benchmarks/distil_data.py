@@ -21,6 +21,7 @@ Prints how often the teacher wrote the reference exactly, and how long its trans
 from __future__ import annotations
 
 import gzip
+import hashlib
 import shlex
 import subprocess
 import sys
@@ -54,7 +55,9 @@ def teach(sources: list[str], out: Path, teacher: list[str]) -> list[str]:
     if have > len(sources):
         raise SystemExit(f"distil_data: {out} holds {have:,} translations for {len(sources):,} sources: another "
                          "run's (a different --limit?); remove it or choose another --out")  # fmt: skip
-    if have < len(sources):
+    # a whole file is resumed too, with nothing left to translate: translate's record refuses one another teacher
+    # made (it was kept, and the data note named the teacher asked for: a student's model file said so, wrongly)
+    if have <= len(sources):
         command = [console_script("translate"), *teacher, "--output", str(out)]
         if have:
             command.append("--resume")
@@ -97,13 +100,21 @@ def main(argv: list[str] | None = None) -> int:
     write_data_note(args.out, f"train: the pairs, then the same sources again with a teacher's translations: "
                     f"{teacher_named('translate', args.teacher)}{', model files ' + files if files else ''} "
                     "(sequence-level distillation); val and test as they were")  # fmt: skip
-    links = args.out / "train-links.txt"
-    if not (links.is_file() and len(lines(links)) == 2 * len(sources)):
+    links, pairs = args.out / "train-links.txt", args.out / "train-links.pairs-sha256"
+    # the links are of these pairs: a digest of them kept beside (links of the same count were kept after the
+    # teacher's translations changed, each line then off against its pair)
+    digest = hashlib.sha256(
+        "\0".join(["\n".join(sources + sources), "\n".join(references + taught)]).encode()
+    ).hexdigest()
+    current = pairs.is_file() and pairs.read_text().strip() == digest
+    if not (links.is_file() and len(lines(links)) == 2 * len(sources) and current):
         links.unlink(missing_ok=True)
+        pairs.unlink(missing_ok=True)
         aligned = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "word_align.py"), *map(str, trains),
                                   "--out", str(links)])  # fmt: skip
         if aligned.returncode:
             raise SystemExit(f"distil_data: word_align.py failed (exit {aligned.returncode}; its message above)")
+        write_bytes(pairs, (digest + "\n").encode())
     same = sum(a.strip() == b.strip() for a, b in zip(taught, references, strict=True))
     words = sum(len(t.split()) for t in taught), sum(len(r.split()) for r in references)
     print(f"teacher: {same:,} of {len(sources):,} translations ({same / len(sources):.1%}) are the reference exactly; "

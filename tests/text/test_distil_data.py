@@ -58,6 +58,17 @@ def test_the_corpus_holds_both_targets_and_their_links(tmp_path, capsys):
     assert distil_data(["--data-root", str(data), "--out", str(out), "--teacher", f"--model {model}"]) == 0
     assert (out / "teacher.en").read_text().splitlines() == taught
     assert len((out / "train-links.txt").read_text().splitlines()) == 12
+    # another teacher over a whole teacher.en: refused (it was kept, and the data note named the other teacher); the
+    # links of pairs that changed since are made again (same line count: kept, each line off against its pair)
+    other = tiny_subword_model_file(tmp_path / "other", info={"note": "another teacher"})  # another sha256
+    with pytest.raises(SystemExit, match="translate failed"):
+        distil_data(["--data-root", str(data), "--out", str(out), "--teacher", f"--model {other}"])
+    (out / "train-links.txt").write_text("0-0\n" * 12)  # links of other pairs, as many
+    assert distil_data(["--data-root", str(data), "--out", str(out), "--teacher", f"--model {model}"]) == 0
+    assert (out / "train-links.txt").read_text() == "0-0\n" * 12  # the digest still says these pairs: kept
+    (out / "train-links.pairs-sha256").write_text("another\n")
+    assert distil_data(["--data-root", str(data), "--out", str(out), "--teacher", f"--model {model}"]) == 0
+    assert (out / "train-links.txt").read_text() != "0-0\n" * 12  # made again
 
 
 def test_refusals(tmp_path):
