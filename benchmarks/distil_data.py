@@ -63,8 +63,9 @@ def teach(sources: list[str], out: Path, teacher: list[str]) -> list[str]:
             command.append("--resume")
         print(f"translating {len(sources):,} sentences: {' '.join(command[1:])}", file=sys.stderr)
         done = subprocess.run(command, input="\n".join(sources) + "\n", text=True)
-        if done.returncode:
-            raise SystemExit(f"distil_data: translate failed (exit {done.returncode}; its message above)")
+        if done.returncode:  # its own advice ("remove ... .run.json", "--output FILE") is not for this script's
+            again = f": {out} another teacher's? remove it, or choose another --out" if have else ""  # files
+            raise SystemExit(f"distil_data: translate failed (exit {done.returncode}; its message above){again}")
     got = lines(out)
     if len(got) != len(sources):
         raise SystemExit(f"distil_data: {out} has {len(got):,} lines for {len(sources):,} sources")

@@ -78,3 +78,64 @@ def test_a_start_score_is_kept_on_a_resume_only_where_the_val_items_are_the_chec
     trainer = SimpleNamespace(datamodule=Held(["a"], []))
     assert _same_held_out(trainer, {key: {}}) and _same_held_out(trainer, {})  # nothing recorded
     assert _same_held_out(SimpleNamespace(), saved)  # no data module
+
+
+def test_the_weights_digest_is_the_same_for_one_files_weights_at_any_precision():
+    """A self-critical fit resumed at another trainer.precision (bf16-true, then 32) read the unchanged start as
+    replaced: its weights were hashed in their own dtype (review)."""
+    import copy
+
+    import torch
+
+    from text_attn.core.training import weights_digest
+
+    torch.manual_seed(0)
+    full = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 3))
+    half = copy.deepcopy(full).to(torch.bfloat16)  # the same file read at bf16-true
+    assert weights_digest(half) == weights_digest(full)
+    other = copy.deepcopy(full)
+    with torch.no_grad():
+        other[1].weight[0, 0] += 0.5  # another file
+    assert weights_digest(other) != weights_digest(full)
+
+
+def test_a_start_that_cannot_be_read_again_or_was_replaced_is_not_written_back(capsys):
+    """The start put back at the fit's end: gone, or now another model's, it ended the fit with no model file; replaced
+    by one of the same shapes, it was written as the start that scored better (RunState.export_against_start)."""
+    import torch
+
+    from text_attn.core.start_scores import StartScores
+    from text_attn.core.training import RunState, weights_digest
+
+    class Module(RunState, torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 2)
+            self.trainer = SimpleNamespace(is_global_zero=True, checkpoint_callbacks=[])
+            self.hparams = SimpleNamespace(export_path="m.pt")
+            self.exported = []
+
+        def export_best(self, path, save, start_weights=None):
+            self.exported.append(start_weights is not None)  # the start's weights written, or the trained ones
+
+    module = Module()
+    start = StartScores()
+    start.weights = weights_digest(module)
+    start.verdict = lambda *args: ("val_loss: ...", True)  # the start scored better
+
+    def gone():
+        raise ValueError("model.init_from: start.pt: no such file")
+
+    def replaced():
+        with torch.no_grad():
+            module.layer.weight.add_(1.0)
+
+    for put_start, said in ((gone, "cannot be read as the start again (model.init_from: start.pt: no such file)"),
+                            (replaced, "is not the file whose weights were scored before training (replaced since)"),
+                            (lambda: None, None)):  # fmt: skip
+        RunState.export_against_start(module, None, start, "start.pt", "val items", "tool", True, put_start)
+        err = capsys.readouterr().err
+        if said is None:
+            assert module.exported[-1] is True and "note" not in err  # the same weights: the start written back
+        else:
+            assert module.exported[-1] is False and f"tool: note: model.init_from start.pt {said}" in err, err

@@ -59,8 +59,8 @@ def test_a_bad_links_file_is_one_line_naming_it(tmp_path, text, why):
     with pytest.raises(TaskError, match=why):
         link_examples(examples, path, _pieces)
     if text == "0-0\n":  # the caller's word on what cut the pairs (data.train_size), said after it
-        with pytest.raises(TaskError, match=r"in the corpus's order \(data.train_size 2 keeps part"):
-            link_examples(examples, path, _pieces, " (data.train_size 2 keeps part of the train pairs: ...)")
+        with pytest.raises(TaskError, match=r"in the corpus's order \(data.train_size 2 keeps the first"):
+            link_examples(examples, path, _pieces, " (data.train_size 2 keeps the first 2: ...)")
 
 
 def _corpus(root: Path) -> Path:

@@ -91,11 +91,15 @@ def save_random_state(checkpoint: dict[str, Any]) -> None:
 
 
 def weights_digest(module: Any) -> str:
-    """A digest of ``module``'s weights, bit for bit (start_scores: the start's weights scored and those put back)."""
+    """A digest of ``module``'s weights (start_scores: the start's weights scored and those put back), its floating
+    ones as bfloat16: the same file's weights read at another ``trainer.precision`` (bf16-true, then 32 on a resume)
+    round to the same bits there (bit for bit in their own dtype, they differed: the start was said replaced)."""
     digest = hashlib.sha256()
     for key, tensor in sorted(module.state_dict().items()):
+        t = tensor.detach().cpu()
+        t = t.to(torch.bfloat16) if t.is_floating_point() else t
         digest.update(key.encode())
-        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        digest.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:32]
 
 
@@ -744,16 +748,21 @@ class RunState:
         line, start_better = start.verdict(self.trainer, name, examples)
         if line and self.trainer.is_global_zero:
             print(f"{tool}: {line}", file=sys.stderr)
-        if start_better and scst and start.weights:  # the file read again must hold the weights that were scored
+        if start_better and scst:  # the file read again must hold the weights that were scored
+            why = None
             with weights_kept(self):
-                put_start()
-                same = weights_digest(self) == start.weights
-            if not same:  # replaced since (a resume, a bundled model upgraded): it was written as the start
+                try:
+                    put_start()
+                except (ValueError, OSError, RuntimeError) as err:  # gone, or another model's now (another
+                    why = f"cannot be read as the start again ({one_line(err)})"  # vocabulary): no model file was
+                else:
+                    if start.weights and weights_digest(self) != start.weights:
+                        why = "is not the file whose weights were scored before training (replaced since)"
+            if why is not None:  # (a resume, a bundled model upgraded): it was written as the start
                 start_better = False
                 if self.trainer.is_global_zero:
-                    print(f"{tool}: note: model.init_from {name} is not the file whose weights were scored before "
-                          "training (replaced since): its weights are not written back; the trained ones are",
-                          file=sys.stderr)  # fmt: skip
+                    print(f"{tool}: note: model.init_from {name} {why}: its weights are not written back; the trained "
+                          "ones are", file=sys.stderr)  # fmt: skip
 
         @contextmanager
         def start_weights() -> Iterator[None]:

@@ -341,8 +341,9 @@ class TranslationDataModule(ResumableBatches, pl.LightningDataModule):
 
             # data.train_size keeps part of the corpus's train pairs: the file's lines are all of them (the refusal
             # named no option)
-            cut = f" (data.train_size {hp.train_size} keeps part of the train pairs: leave it out with data.alignments)"
-            link_examples(out["train"], hp.alignments, encode, cut if hp.train_size else "")
+            cut = (f" (data.train_size {hp.train_size} keeps the first {hp.train_size:,}: give the file's first "
+                   f"{hp.train_size:,} lines, or leave data.train_size out)")  # fmt: skip
+            link_examples(out["train"], hp.alignments, encode, cut if len(out["train"]) == hp.train_size else "")
         return out
 
     def _within_max_tokens(self, splits: dict[str, list[Example]]) -> dict[str, list[Example]]:

@@ -13,6 +13,7 @@ alignment: one checkpoint scores the same at any batch size.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from dataclasses import asdict, replace
@@ -230,8 +231,9 @@ class TranslationModule(RunState, pl.LightningModule):
         saved = as_saved(hp.arch, start["config"]) if start else {}
         for key, value in dict(hp.network or {}).items():  # same shapes, other computation: the start's weights were
             if key in COMPUTES and key in saved and value != saved[key]:  # re-read unsaid (4 heads' as 8: a review)
-                raise ValueError(f"model.init_from {hp.init_from}: model.network.{key} {value} differs from the "
-                                 f"start's {saved[key]}: its weights compute with {saved[key]}; leave it out (options "
+                given, theirs = (json.dumps(v) if isinstance(v, bool) or v is None else v for v in (value, saved[key]))
+                raise ValueError(f"model.init_from {hp.init_from}: model.network.{key} {given} differs from the "
+                                 f"start's {theirs}: its weights compute with {theirs}; leave it out (options "
                                  "that keep every weight's meaning, e.g. dropout, may differ)")  # fmt: skip
         options = {**saved, **dict(hp.network or {})}
         self.config = make_config(
