@@ -136,6 +136,7 @@ def test_a_refused_requests_body_still_arriving_is_not_taken_for_the_next_header
     assert "408" not in capsys.readouterr().err
 
 
+@pytest.mark.long  # ten deadlines of trickling: ~5 s
 def test_a_refused_requests_body_trickled_on_is_cut_off_within_ten_deadlines(port):
     """A byte every 0.7 deadlines after the answer re-armed the deadline for ever: the socket held (review)."""
     with socket.create_connection(("127.0.0.1", port)) as s:
