@@ -53,17 +53,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(self, path, map_location=None, weights_only=None):
         if "://" in str(path):
             raise CheckpointRefused(remote_message(path))
+        if problem := damaged(path, named=str(path)):  # resumed from silently, or said to be no checkpoint
+            raise CheckpointRefused(problem)
         try:
-            loaded = torch.load(path, map_location=map_location or "cpu", weights_only=True)
-        except Exception as err:
-            if problem := damaged(path):  # a flipped byte in its pickle: said as damaged, not as not a checkpoint
-                raise CheckpointRefused(f"{path}: {problem}") from None
-            if not isinstance(err, pickle.UnpicklingError) or not holds_code(err, path):  # not a checkpoint at all:
-                raise  # Lightning's caller says so with the path
+            return torch.load(path, map_location=map_location or "cpu", weights_only=True)
+        except pickle.UnpicklingError as err:
+            if not holds_code(err, path):  # not a checkpoint at all: Lightning's caller says so with the path
+                raise
             raise CheckpointRefused(f"{path}: {CODE_REFUSED}") from None
-        if problem := damaged(path):  # resumed from silently (run_checkpoints.damaged)
-            raise CheckpointRefused(f"{path}: {problem}")
-        return loaded
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         if "://" in str(path):  # remote file systems: Lightning's own writer

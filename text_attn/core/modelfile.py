@@ -101,8 +101,8 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
     import torch
 
     typed, path = path if typed is None else typed, Path(path)
-    if problem := path_problem(path, typed):
-        raise ModelFileError(problem)
+    if problem := path_problem(path, typed) or damaged(path, named=str(path)):  # damaged: a flipped byte (torch
+        raise ModelFileError(problem)  # never checks the zip's CRCs: used silently, or "not a model file")
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except OSError as exc:  # the file is there but could not be read (no permission, an I/O error): not its content
@@ -115,14 +115,10 @@ def load_model_file(path: str | Path, kind: str, version: int = 1, map_location:
                 pass
             else:
                 raise ValueError(f"{path}: cannot load onto {map_location!r}: {one_line(exc)}") from None
-        if problem := damaged(path):  # a flipped byte in its pickle: torch fails ("not a model file" misled)
-            raise ModelFileError(f"{path}: {problem}") from None
         if holds_code(exc, path):  # pickled objects or code, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{path}: {CODE_REFUSED}") from None
         raise ModelFileError(f"{path}: not a model file: {torch_unreadable(path)}") from None  # the exception's
-    if problem := damaged(path):  # name (UnpicklingError, EOFError) said nothing
-        raise ModelFileError(f"{path}: {problem}")
-    return check_model_data(path, data, kind, version)
+    return check_model_data(path, data, kind, version)  # name (UnpicklingError, EOFError) said nothing
 
 
 def update_info(
@@ -233,7 +229,7 @@ def read_export_source(src: str | Path) -> Any:
     import torch
 
     path = Path(src)
-    missing = _not_a_file(src)
+    missing = _not_a_file(src) or damaged(path, named=str(src))  # damaged: "cut off by a copy?", or used silently
     if missing:
         raise ModelFileError(missing)
     try:
@@ -241,15 +237,11 @@ def read_export_source(src: str | Path) -> Any:
     except OSError as exc:  # there, but unreadable (no permission): its reason, not a verdict on its content
         raise ModelFileError(cannot_read(src, exc)) from None
     except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer, with what it is
-        if problem := damaged(path):  # a flipped byte in its pickle: "cut off by a copy or a full disk?" misled
-            raise ModelFileError(f"{src}: {problem}") from None
         if holds_code(err, path):  # code in the file, which weights_only refuses to run (as the trainers say it)
             raise ModelFileError(f"{src}: {CODE_REFUSED}") from None
         # the hint for a file that starts as torch's (its zip, a pickle) and breaks off, not for a text file
         hint = " (cut off by a copy or a full disk?)" if starts_as_torch(path) else ""
         raise ModelFileError(f"{src}: not a checkpoint or model file: {torch_unreadable(path, hint)}") from None
-    if problem := damaged(path):
-        raise ModelFileError(f"{src}: {problem}")
     state = data.get("state_dict") if isinstance(data, dict) else None
     if isinstance(state, dict) and (bad := not_finite(state)):  # a diverged run's: exported or averaged, exit 0,
         raise ModelFileError(f"{src}: {bad}")  # it captioned "yellow yellow ..." and translated empty lines

@@ -119,13 +119,14 @@ def starts_as_torch(path: str | Path, unreadable: bool = False) -> bool:
     return head[:2] == b"PK" or head[:1] == b"\x80"
 
 
-def damaged(path: str | Path) -> str | None:
+def damaged(path: str | Path, named: str = "") -> str | None:
     """What is wrong with a torch file whose bytes changed where its size did not (a flipped bit, a copy or a disk gone
-    wrong): the first entry of its zip whose bytes do not match the CRC-32 stored beside them, in words; None where
-    every entry matches (or the file is no zip: torch.load says what else it is). torch.load never checks them: a
-    checkpoint with 100 bytes flipped was exported, exit 0, and a model file with 4 KiB overwritten captioned every
-    photo "A a a a a ...". Reading the file once more costs about what torch.load does (24 ms the bundled text model,
-    65 ms the 50 MB captioner, from the page cache)."""
+    wrong): the first entry of its zip whose bytes do not match the CRC-32 stored beside them, in words (after
+    ``named`` and ": " where given: the whole refusal); None where every entry matches (or the file is no zip, or
+    cannot be opened: torch.load says what else it is). torch.load never checks them: a checkpoint with 100 bytes
+    flipped was exported, exit 0, a model file with 4 KiB overwritten captioned every photo "A a a a a ...", and a
+    byte changed in the pickle was "not a model file". Checked before each load, reading the file once more costs
+    about what torch.load does (24 ms the bundled text model, 65 ms the 50 MB captioner, from the page cache)."""
     import zipfile
 
     try:
@@ -135,7 +136,8 @@ def damaged(path: str | Path) -> str | None:
         return None
     if bad is None:
         return None
-    return f"damaged: its part {bad!r} does not match its checksum (a copy or a disk gone wrong): copy it again"
+    said = f"damaged: its part {bad!r} does not match its checksum (a copy or a disk gone wrong): copy it again"
+    return f"{named}: {said}" if named else said
 
 
 class CheckpointRefused(ValueError):
