@@ -225,11 +225,16 @@ def test_an_scst_stage_needs_a_start_and_writes_the_start_it_did_not_beat(tmp_pa
     # fit had none: the worse trained weights were written, unsaid)
     ckpt = cli.trainer.checkpoint_callback.best_model_path
     assert torch.load(ckpt, weights_only=True)["start_scores"]["scores"]["val_loss"] == pytest.approx(before, abs=1e-4)
+
+    def resumed(steps: int, out: Path) -> str:
+        """The stage resumed from its best checkpoint for ``steps`` in all, its model file at ``out``: stderr."""
+        caption_train_cli(["fit", "--config", CONFIG, *QUIET, *scst, *best, *validated, "--model.lr", "1.0",
+                           "--trainer.max_steps", str(steps), "--model.init_from", str(first), "--ckpt_path", ckpt,
+                           "--model.export_path", str(out)])  # fmt: skip
+        return capsys.readouterr().err
+
     third = tmp_path / "third.pt"
-    caption_train_cli(["fit", "--config", CONFIG, *QUIET, *scst, *best, *validated, "--model.lr", "1.0",
-                       "--trainer.max_steps", "3", "--model.init_from", str(first), "--ckpt_path", ckpt,
-                       "--model.export_path", str(third)])  # fmt: skip
-    err = capsys.readouterr().err
+    err = resumed(3, third)
     assert f"wrote model file: {third} (model.init_from's weights: they scored better on val" in err, err[-3000:]
     written = Captioner.load(third).model.state_dict()
     assert all(torch.equal(written[k], begun[k]) for k in begun)
@@ -240,10 +245,7 @@ def test_an_scst_stage_needs_a_start_and_writes_the_start_it_did_not_beat(tmp_pa
         next(replaced.model.parameters()).add_(1.0)
     replaced.save(first)
     fourth = tmp_path / "fourth.pt"
-    caption_train_cli(["fit", "--config", CONFIG, *QUIET, *scst, *best, *validated, "--model.lr", "1.0",
-                       "--trainer.max_steps", "4", "--model.init_from", str(first), "--ckpt_path", ckpt,
-                       "--model.export_path", str(fourth)])  # fmt: skip
-    err = capsys.readouterr().err
+    err = resumed(4, fourth)
     assert f"model.init_from {first} is not the file whose weights were scored before training" in err, err[-3000:]
     written, other = Captioner.load(fourth).model.state_dict(), replaced.model.state_dict()
     assert not all(torch.equal(written[k], other[k]) for k in other)

@@ -106,8 +106,9 @@ def join_wrapped(lines: Iterable[str], word_logp: Callable[[str], float | None] 
     # each run joined, its quote's marks before each of its lines ("> A man ...": put back before its translation as
     # a list item's; a line break kept inside a quote's run had none, and the quoted lines after it read as the
     # writer's own)
-    return "".join(gap + quote + _join_run(run, word_logp, wide).replace("\n", "\n" + quote) if quote
-                   else gap + _join_run(run, word_logp, wide) for quote, run, gap in runs)  # fmt: skip
+    return "".join(
+        gap + quote + _join_run(run, word_logp, wide).replace("\n", "\n" + quote) for quote, run, gap in runs
+    )
 
 
 def wrap_width(lines: list[str]) -> int:
